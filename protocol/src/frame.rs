@@ -1,0 +1,302 @@
+//! Batch and reply framing (see the README for the byte layout).
+
+use crate::codec::{padding8, Reader, Writer};
+use crate::limits::{MAX_BATCH_COUNT, MAX_REPLY_LEN, MAX_REQUEST_LEN};
+use crate::messages::Request;
+use crate::status::Status;
+use crate::DecodeError;
+
+pub const BATCH_MAGIC: u32 = 0x5550_4756; // "VGPU"
+pub const REPLY_MAGIC: u32 = 0x5250_4756; // "VGPR"
+pub const PROTOCOL_VERSION: u16 = 1;
+pub const MIN_PROTOCOL_VERSION: u16 = 1;
+pub const BATCH_HEADER_LEN: usize = 32;
+pub const MSG_HEADER_LEN: usize = 24;
+pub const REPLY_HEADER_LEN: usize = 24;
+pub const RECORD_HEADER_LEN: usize = 24;
+
+/// Batch flag: the guest library runs in strict (synchronous) mode.
+pub const BATCH_FLAG_STRICT: u16 = 1;
+/// Reply flag: the reply did not fit in `reply_capacity`.
+pub const REPLY_FLAG_TRUNCATED: u16 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BatchHeader {
+    pub version: u16,
+    pub flags: u16,
+    pub session: u64,
+    pub count: u32,
+    pub request_len: u32,
+    pub reply_capacity: u32,
+}
+
+impl BatchHeader {
+    pub fn encode(&self, w: &mut Writer) {
+        w.u32(BATCH_MAGIC);
+        w.u16(self.version);
+        w.u16(self.flags);
+        w.u64(self.session);
+        w.u32(self.count);
+        w.u32(self.request_len);
+        w.u32(self.reply_capacity);
+        w.u32(0);
+    }
+
+    /// Decodes and bounds-checks the first 32 bytes of a request stream.
+    pub fn decode(bytes: &[u8]) -> Result<BatchHeader, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let magic = r.u32()?;
+        if magic != BATCH_MAGIC {
+            return Err(DecodeError::BadMagic(magic));
+        }
+        let header = BatchHeader {
+            version: r.u16()?,
+            flags: r.u16()?,
+            session: r.u64()?,
+            count: r.u32()?,
+            request_len: r.u32()?,
+            reply_capacity: r.u32()?,
+        };
+        let _reserved = r.u32()?;
+        if !(MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&header.version) {
+            return Err(DecodeError::UnsupportedVersion(header.version));
+        }
+        if header.count > MAX_BATCH_COUNT {
+            return Err(DecodeError::TooLong {
+                len: header.count.into(),
+                max: MAX_BATCH_COUNT.into(),
+            });
+        }
+        if header.request_len > MAX_REQUEST_LEN || (header.request_len as usize) < BATCH_HEADER_LEN
+        {
+            return Err(DecodeError::BadHeader("request_len out of range"));
+        }
+        if header.reply_capacity > MAX_REPLY_LEN
+            || (header.reply_capacity as usize) < REPLY_HEADER_LEN
+        {
+            return Err(DecodeError::BadHeader("reply_capacity out of range"));
+        }
+        Ok(header)
+    }
+}
+
+/// One framed message; its body is decoded on its own, so a bad message does
+/// not spoil the rest of its batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub opcode: u32,
+    pub flags: u32,
+    pub seq: u64,
+    pub body: Result<Request, DecodeError>,
+}
+
+/// A decoded request stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Batch {
+    pub header: BatchHeader,
+    pub messages: Vec<Message>,
+}
+
+/// Decodes a whole request stream. Total: any input gives a batch or an error.
+pub fn decode(bytes: &[u8]) -> Result<Batch, DecodeError> {
+    let header = BatchHeader::decode(bytes)?;
+    if header.request_len as usize != bytes.len() {
+        return Err(DecodeError::BadHeader("request_len differs from the stream length"));
+    }
+    let mut r = Reader::new(&bytes[BATCH_HEADER_LEN..]);
+    let mut messages = Vec::with_capacity(header.count as usize);
+    for _ in 0..header.count {
+        let opcode = r.u32()?;
+        let flags = r.u32()?;
+        let seq = r.u64()?;
+        let payload_len = r.u32()? as usize;
+        let _reserved = r.u32()?;
+        let payload = r.take(payload_len)?;
+        r.take(padding8(payload_len).min(r.remaining()))?;
+        messages.push(Message { opcode, flags, seq, body: Request::decode(opcode, payload) });
+    }
+    r.finish()?;
+    Ok(Batch { header, messages })
+}
+
+/// Builds a request stream (guest side).
+#[derive(Debug)]
+pub struct BatchBuilder {
+    body: Writer,
+    count: u32,
+    flags: u16,
+}
+
+impl BatchBuilder {
+    pub fn new(flags: u16) -> Self {
+        BatchBuilder { body: Writer::new(), count: 0, flags }
+    }
+
+    pub fn len(&self) -> u32 {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Encoded size so far, batch header included.
+    pub fn encoded_len(&self) -> usize {
+        BATCH_HEADER_LEN + self.body.bytes.len()
+    }
+
+    pub fn push(&mut self, seq: u64, request: &Request) {
+        let start = self.body.bytes.len();
+        self.body.u32(request.opcode());
+        self.body.u32(0);
+        self.body.u64(seq);
+        self.body.u32(0); // payload length, patched below
+        self.body.u32(0);
+        let payload_start = self.body.bytes.len();
+        request.encode_payload(&mut self.body);
+        let payload_len = u32::try_from(self.body.bytes.len() - payload_start)
+            .expect("payloads are bounded by MAX_BYTES_FIELD");
+        self.body.bytes[start + 16..start + 20].copy_from_slice(&payload_len.to_le_bytes());
+        self.body.pad8();
+        self.count += 1;
+    }
+
+    /// The finished request stream.
+    pub fn finish(&self, session: u64, reply_capacity: u32) -> Vec<u8> {
+        let mut w = Writer::new();
+        let header = BatchHeader {
+            version: PROTOCOL_VERSION,
+            flags: self.flags,
+            session,
+            count: self.count,
+            request_len: u32::try_from(self.encoded_len()).expect("batches stay under 4 GiB"),
+            reply_capacity,
+        };
+        header.encode(&mut w);
+        w.raw(&self.body.bytes);
+        w.bytes
+    }
+
+    pub fn clear(&mut self) {
+        self.body.bytes.clear();
+        self.count = 0;
+    }
+}
+
+/// Reply records in the order their messages ran (backend side).
+#[derive(Debug)]
+pub struct ReplyBuilder {
+    w: Writer,
+    count: u32,
+    capacity: usize,
+    truncated: bool,
+    status: Status,
+}
+
+impl ReplyBuilder {
+    pub fn new(capacity: u32) -> Self {
+        let mut w = Writer::new();
+        w.bytes.resize(REPLY_HEADER_LEN, 0);
+        ReplyBuilder {
+            w,
+            count: 0,
+            capacity: capacity as usize,
+            truncated: false,
+            status: Status::SUCCESS,
+        }
+    }
+
+    /// A reply that refuses a whole batch.
+    pub fn refused(status: Status) -> Vec<u8> {
+        let mut builder = ReplyBuilder::new(REPLY_HEADER_LEN as u32);
+        builder.status = status;
+        builder.finish()
+    }
+
+    /// Appends a record; when it does not fit, a record without payload and
+    /// `OUT_OF_RESOURCES` is written instead and the reply is marked truncated.
+    pub fn push(&mut self, opcode: u32, seq: u64, status: Status, payload: &[u8]) {
+        let full = RECORD_HEADER_LEN + payload.len() + padding8(payload.len());
+        let (status, payload) = if self.w.bytes.len() + full <= self.capacity {
+            (status, payload)
+        } else {
+            self.truncated = true;
+            (Status::OUT_OF_RESOURCES, &[][..])
+        };
+        if self.w.bytes.len() + RECORD_HEADER_LEN > self.capacity {
+            return;
+        }
+        self.w.u32(opcode);
+        self.w.i32(status.0);
+        self.w.u64(seq);
+        self.w.u32(payload.len() as u32);
+        self.w.u32(0);
+        self.w.raw(payload);
+        self.w.pad8();
+        self.count += 1;
+    }
+
+    pub fn finish(mut self) -> Vec<u8> {
+        let mut header = Writer::new();
+        header.u32(REPLY_MAGIC);
+        header.u16(PROTOCOL_VERSION);
+        header.u16(if self.truncated { REPLY_FLAG_TRUNCATED } else { 0 });
+        header.u32(self.count);
+        header.u32(self.w.bytes.len() as u32);
+        header.i32(self.status.0);
+        header.u32(0);
+        self.w.bytes[..REPLY_HEADER_LEN].copy_from_slice(&header.bytes);
+        self.w.bytes
+    }
+}
+
+/// One reply record (guest side).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyRecord {
+    pub opcode: u32,
+    pub status: Status,
+    pub seq: u64,
+    pub payload: Vec<u8>,
+}
+
+/// A decoded reply stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub truncated: bool,
+    pub status: Status,
+    pub records: Vec<ReplyRecord>,
+}
+
+/// Decodes a reply stream (guest side); total like `decode`.
+pub fn decode_reply(bytes: &[u8]) -> Result<Reply, DecodeError> {
+    let mut r = Reader::new(bytes);
+    let magic = r.u32()?;
+    if magic != REPLY_MAGIC {
+        return Err(DecodeError::BadMagic(magic));
+    }
+    let version = r.u16()?;
+    if !(MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&version) {
+        return Err(DecodeError::UnsupportedVersion(version));
+    }
+    let flags = r.u16()?;
+    let count = r.u32()?;
+    let reply_len = r.u32()? as usize;
+    let status = Status(r.i32()?);
+    let _reserved = r.u32()?;
+    if count > MAX_BATCH_COUNT || reply_len > bytes.len() || reply_len < REPLY_HEADER_LEN {
+        return Err(DecodeError::BadHeader("reply count or length out of range"));
+    }
+    let mut r = Reader::new(&bytes[REPLY_HEADER_LEN..reply_len]);
+    let mut records = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let opcode = r.u32()?;
+        let status = Status(r.i32()?);
+        let seq = r.u64()?;
+        let len = r.u32()? as usize;
+        let _reserved = r.u32()?;
+        let payload = r.take(len)?.to_vec();
+        r.take(padding8(len).min(r.remaining()))?;
+        records.push(ReplyRecord { opcode, status, seq, payload });
+    }
+    Ok(Reply { truncated: flags & REPLY_FLAG_TRUNCATED != 0, status, records })
+}

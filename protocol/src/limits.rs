@@ -1,0 +1,16 @@
+//! Bounds every decoder checks before it allocates or indexes.
+
+/// Largest request stream (batch header and messages).
+pub const MAX_REQUEST_LEN: u32 = 16 << 20;
+/// Largest reply stream a guest may reserve.
+pub const MAX_REPLY_LEN: u32 = 16 << 20;
+/// Most messages in one batch.
+pub const MAX_BATCH_COUNT: u32 = 4096;
+/// Largest byte-string field (program source, binary, IL, kernel argument).
+pub const MAX_BYTES_FIELD: u32 = 16 << 20;
+/// Most elements in a list field (wait lists, properties, handles).
+pub const MAX_LIST_LEN: u32 = 4096;
+/// Most descriptors the backend follows in one chain.
+pub const MAX_CHAIN_DESCRIPTORS: usize = 4096;
+/// Largest bulk transfer one message may reference.
+pub const MAX_DATA_LEN: u64 = 1 << 40;

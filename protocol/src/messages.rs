@@ -1,0 +1,190 @@
+//! Every message and reply payload. One line per message: its name, opcode
+//! and fields in wire order.
+
+use crate::codec::{DataRef, Field, Reader, Writer};
+use crate::DecodeError;
+
+/// A fixed sequence of fields.
+pub trait Wire: Sized {
+    fn encode(&self, w: &mut Writer);
+    fn decode_from(r: &mut Reader<'_>) -> Result<Self, DecodeError>;
+
+    /// Decodes a whole payload; trailing bytes are an error.
+    fn from_bytes(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let value = Self::decode_from(&mut r)?;
+        r.finish()?;
+        Ok(value)
+    }
+
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut w = Writer::new();
+        self.encode(&mut w);
+        w.bytes
+    }
+}
+
+macro_rules! wire_struct {
+    ($(#[$meta:meta])* $name:ident { $($field:ident : $ty:ty),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Default)]
+        pub struct $name {
+            $(pub $field: $ty,)*
+        }
+
+        impl Wire for $name {
+            #[allow(unused_variables)]
+            fn encode(&self, w: &mut Writer) {
+                $(Field::put(&self.$field, w);)*
+            }
+
+            #[allow(unused_variables)]
+            fn decode_from(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+                Ok($name { $($field: <$ty as Field>::get(r)?,)* })
+            }
+        }
+    };
+}
+
+macro_rules! requests {
+    ($($(#[$meta:meta])* $name:ident = $opcode:literal { $($field:ident : $ty:ty),* $(,)? })*) => {
+        $(wire_struct!($(#[$meta])* $name { $($field: $ty),* });)*
+
+        /// Opcode values.
+        pub mod opcode {
+            $(#[allow(non_upper_case_globals)] pub const $name: u32 = $opcode;)*
+        }
+
+        /// Any request message.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum Request {
+            $($name($name),)*
+        }
+
+        impl Request {
+            pub fn opcode(&self) -> u32 {
+                match self {
+                    $(Request::$name(_) => $opcode,)*
+                }
+            }
+
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(Request::$name(_) => stringify!($name),)*
+                }
+            }
+
+            /// Decodes the payload of a message with the given opcode.
+            pub fn decode(opcode: u32, payload: &[u8]) -> Result<Request, DecodeError> {
+                match opcode {
+                    $($opcode => Ok(Request::$name($name::from_bytes(payload)?)),)*
+                    other => Err(DecodeError::UnknownOpcode(other)),
+                }
+            }
+
+            pub fn encode_payload(&self, w: &mut Writer) {
+                match self {
+                    $(Request::$name(m) => m.encode(w),)*
+                }
+            }
+        }
+
+        $(impl From<$name> for Request {
+            fn from(m: $name) -> Request {
+                Request::$name(m)
+            }
+        })*
+    };
+}
+
+requests! {
+    // ---- control -------------------------------------------------------
+    /// First message of a session: the guest's supported version range.
+    OpenSession = 0x0001 { min_version: u32, max_version: u32, flags: u32 }
+    /// Releases everything the session holds.
+    CloseSession = 0x0002 {}
+    Ping = 0x0003 {}
+    /// Live objects per kind (reply: `SessionStatsReply`).
+    SessionStats = 0x0004 {}
+
+    // ---- OpenCL: queries ------------------------------------------------
+    /// `clGet*Info`; `target` is an `InfoTarget`, `index` the argument index
+    /// for `KernelArg`. Reply: the raw value bytes.
+    GetInfo = 0x1001 { target: u32, handle: u64, index: u32, param: u32 }
+
+    // ---- OpenCL: objects with guest-chosen handles -----------------------
+    CreateContext = 0x1010 { context: u64, properties: Vec<u64> }
+    /// `properties` as for `clCreateCommandQueueWithProperties`.
+    CreateQueue = 0x1011 { queue: u64, context: u64, properties: Vec<u64> }
+    /// `init` (out-data) fills the buffer when `len > 0` (`COPY_HOST_PTR`).
+    CreateBuffer = 0x1012 { mem: u64, context: u64, flags: u64, size: u64, init: DataRef }
+    CreateSubBuffer = 0x1013 { mem: u64, parent: u64, flags: u64, origin: u64, size: u64 }
+    CreateProgramWithSource = 0x1014 { program: u64, context: u64, source: Vec<u8> }
+    /// Reply status is the binary status when the program is created.
+    CreateProgramWithBinary = 0x1015 { program: u64, context: u64, binary: Vec<u8> }
+    CreateProgramWithIl = 0x1016 { program: u64, context: u64, il: Vec<u8> }
+    BuildProgram = 0x1017 { program: u64, options: Vec<u8> }
+    CreateKernel = 0x1018 { kernel: u64, program: u64, name: Vec<u8> }
+    CreateUserEvent = 0x1019 { event: u64, context: u64 }
+    CloneKernel = 0x101a { kernel: u64, source: u64 }
+    /// `clCompileProgram` for one program without headers.
+    CompileProgram = 0x101b { program: u64, options: Vec<u8> }
+    /// `clLinkProgram` of compiled programs into a new program.
+    LinkProgram = 0x101c { program: u64, context: u64, options: Vec<u8>, inputs: Vec<u64> }
+
+    // ---- OpenCL: reference counts and state ------------------------------
+    Retain = 0x1020 { kind: u32, handle: u64 }
+    Release = 0x1021 { kind: u32, handle: u64 }
+    /// `arg_kind` is an `ArgKind`.
+    SetKernelArg = 0x1022 { kernel: u64, index: u32, arg_kind: u32, size: u64, value: Vec<u8>, handle: u64 }
+    SetUserEventStatus = 0x1023 { event: u64, status: i32 }
+
+    // ---- OpenCL: commands (event 0 = none) -------------------------------
+    EnqueueWriteBuffer = 0x1030 { queue: u64, mem: u64, offset: u64, data: DataRef, wait: Vec<u64>, event: u64 }
+    EnqueueReadBuffer = 0x1031 { queue: u64, mem: u64, offset: u64, data: DataRef, wait: Vec<u64>, event: u64 }
+    EnqueueCopyBuffer = 0x1032 { queue: u64, src: u64, dst: u64, src_offset: u64, dst_offset: u64, size: u64, wait: Vec<u64>, event: u64 }
+    EnqueueFillBuffer = 0x1033 { queue: u64, mem: u64, pattern: Vec<u8>, offset: u64, size: u64, wait: Vec<u64>, event: u64 }
+    /// Host-side geometry is relative to the start of `data`.
+    EnqueueWriteBufferRect = 0x1034 { queue: u64, mem: u64, buffer_origin: [u64; 3], host_origin: [u64; 3], region: [u64; 3], buffer_row_pitch: u64, buffer_slice_pitch: u64, host_row_pitch: u64, host_slice_pitch: u64, data: DataRef, wait: Vec<u64>, event: u64 }
+    EnqueueReadBufferRect = 0x1035 { queue: u64, mem: u64, buffer_origin: [u64; 3], host_origin: [u64; 3], region: [u64; 3], buffer_row_pitch: u64, buffer_slice_pitch: u64, host_row_pitch: u64, host_slice_pitch: u64, data: DataRef, wait: Vec<u64>, event: u64 }
+    EnqueueCopyBufferRect = 0x1036 { queue: u64, src: u64, dst: u64, src_origin: [u64; 3], dst_origin: [u64; 3], region: [u64; 3], src_row_pitch: u64, src_slice_pitch: u64, dst_row_pitch: u64, dst_slice_pitch: u64, wait: Vec<u64>, event: u64 }
+    /// A zero `local` means NULL (the implementation chooses).
+    EnqueueNdRange = 0x1037 { queue: u64, kernel: u64, work_dim: u32, offset: [u64; 3], global: [u64; 3], local: [u64; 3], wait: Vec<u64>, event: u64 }
+    EnqueueMarker = 0x1038 { queue: u64, wait: Vec<u64>, event: u64 }
+    EnqueueBarrier = 0x1039 { queue: u64, wait: Vec<u64>, event: u64 }
+    Flush = 0x1040 { queue: u64 }
+    Finish = 0x1041 { queue: u64 }
+    WaitForEvents = 0x1042 { events: Vec<u64> }
+}
+
+wire_struct! {
+    /// Reply to `OpenSession`.
+    SessionOpened { version: u32, max_request_len: u32, max_reply_len: u32, flags: u32 }
+}
+
+wire_struct! {
+    /// Reply to `SessionStats`: live objects, indexed by `ObjectKind::index`.
+    SessionStatsReply { counts: Vec<u64> }
+}
+
+impl Request {
+    /// Whether the caller needs this call's reply before it can go on;
+    /// everything else may be batched and its errors deferred.
+    pub fn is_synchronous(&self) -> bool {
+        matches!(
+            self,
+            Request::OpenSession(_)
+                | Request::Ping(_)
+                | Request::SessionStats(_)
+                | Request::GetInfo(_)
+                | Request::CreateProgramWithBinary(_)
+                | Request::BuildProgram(_)
+                | Request::CompileProgram(_)
+                | Request::LinkProgram(_)
+                | Request::EnqueueReadBuffer(_)
+                | Request::EnqueueReadBufferRect(_)
+                | Request::Finish(_)
+                | Request::WaitForEvents(_)
+        )
+    }
+}

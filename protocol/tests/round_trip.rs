@@ -1,0 +1,125 @@
+use vgpu_protocol::frame::{ReplyBuilder, BATCH_HEADER_LEN};
+use vgpu_protocol::messages::*;
+use vgpu_protocol::*;
+
+fn sample_requests() -> Vec<Request> {
+    vec![
+        OpenSession { min_version: 1, max_version: 1, flags: 0 }.into(),
+        CreateContext { context: 1, properties: vec![] }.into(),
+        CreateBuffer { mem: 7, context: 1, flags: 1, size: 4096, init: DataRef { offset: 0, len: 4096 } }
+            .into(),
+        CreateProgramWithSource { program: 3, context: 1, source: b"kernel void k(){}".to_vec() }.into(),
+        SetKernelArg { kernel: 4, index: 0, arg_kind: 2, size: 8, value: vec![], handle: 7 }.into(),
+        EnqueueNdRange {
+            queue: 2,
+            kernel: 4,
+            work_dim: 1,
+            offset: [0; 3],
+            global: [1024, 1, 1],
+            local: [64, 1, 1],
+            wait: vec![9, 10],
+            event: 11,
+        }
+        .into(),
+        Finish { queue: 2 }.into(),
+    ]
+}
+
+#[test]
+fn batch_round_trips_every_message() {
+    let mut builder = BatchBuilder::new(0);
+    let requests = sample_requests();
+    for (seq, req) in requests.iter().enumerate() {
+        builder.push(seq as u64, req);
+    }
+    let bytes = builder.finish(42, 4096);
+    let batch = decode(&bytes).unwrap();
+    assert_eq!(batch.header.session, 42);
+    assert_eq!(batch.header.reply_capacity, 4096);
+    assert_eq!(batch.messages.len(), requests.len());
+    for (i, (msg, req)) in batch.messages.iter().zip(&requests).enumerate() {
+        assert_eq!(msg.seq, i as u64);
+        assert_eq!(msg.opcode, req.opcode());
+        assert_eq!(msg.body.as_ref().unwrap(), req);
+    }
+}
+
+#[test]
+fn decode_rejects_truncated_header() {
+    let bytes = BatchBuilder::new(0).finish(1, 64);
+    assert!(decode(&bytes[..BATCH_HEADER_LEN - 1]).is_err());
+}
+
+#[test]
+fn decode_rejects_request_len_mismatch() {
+    let mut builder = BatchBuilder::new(0);
+    builder.push(0, &Ping {}.into());
+    let bytes = builder.finish(1, 64);
+    assert!(decode(&bytes[..bytes.len() - 8]).is_err());
+}
+
+#[test]
+fn unknown_opcode_spoils_only_its_message() {
+    let mut builder = BatchBuilder::new(0);
+    builder.push(0, &Ping {}.into());
+    builder.push(1, &Ping {}.into());
+    let mut bytes = builder.finish(1, 64);
+    // First message's opcode sits right after the batch header.
+    bytes[BATCH_HEADER_LEN..BATCH_HEADER_LEN + 4].copy_from_slice(&0x7777u32.to_le_bytes());
+    let batch = decode(&bytes).unwrap();
+    assert_eq!(batch.messages[0].body, Err(DecodeError::UnknownOpcode(0x7777)));
+    assert_eq!(batch.messages[1].body, Ok(Ping {}.into()));
+}
+
+#[test]
+fn decode_rejects_payload_length_beyond_stream() {
+    let mut builder = BatchBuilder::new(0);
+    builder.push(0, &Ping {}.into());
+    let mut bytes = builder.finish(1, 64);
+    let at = BATCH_HEADER_LEN + 16;
+    bytes[at..at + 4].copy_from_slice(&1_000_000u32.to_le_bytes());
+    assert!(matches!(decode(&bytes), Err(DecodeError::Truncated { .. })));
+}
+
+#[test]
+fn decode_rejects_oversized_count() {
+    let mut bytes = BatchBuilder::new(0).finish(1, 64);
+    bytes[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(matches!(decode(&bytes), Err(DecodeError::TooLong { .. })));
+}
+
+#[test]
+fn decode_is_total_on_arbitrary_bytes() {
+    // A deterministic sweep of mutations of a valid batch: every one must
+    // decode to a batch or an error without panicking.
+    let mut builder = BatchBuilder::new(0);
+    for (seq, req) in sample_requests().iter().enumerate() {
+        builder.push(seq as u64, req);
+    }
+    let valid = builder.finish(5, 1024);
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..20_000 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let mut bytes = valid.clone();
+        let at = (state as usize) % bytes.len();
+        bytes[at] = (state >> 32) as u8;
+        let cut = ((state >> 40) as usize) % (bytes.len() + 1);
+        let _ = decode(&bytes[..cut]);
+        let _ = decode(&bytes);
+        let _ = decode_reply(&bytes);
+    }
+}
+
+#[test]
+fn reply_round_trips_and_marks_truncation() {
+    let mut reply = ReplyBuilder::new(80);
+    reply.push(opcode::GetInfo, 1, Status::SUCCESS, b"abc");
+    reply.push(opcode::GetInfo, 2, Status::SUCCESS, &[0u8; 100]);
+    let bytes = reply.finish();
+    let parsed = decode_reply(&bytes).unwrap();
+    assert!(parsed.truncated);
+    assert_eq!(parsed.records[0].payload, b"abc");
+    assert_eq!(parsed.records[1].status, Status::OUT_OF_RESOURCES);
+}
