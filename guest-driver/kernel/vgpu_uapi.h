@@ -30,6 +30,15 @@
 #define VGPU_MAX_REPLY_LEN (16u << 20)
 #define VGPU_MAX_SEGMENTS 64
 #define VGPU_MAX_DATA_LEN (64u << 20) /* per direction, per batch */
+/*
+ * Added (compatible): the most descriptors one chain may use, the device's
+ * limit (protocol MAX_CHAIN_DESCRIPTORS). The request and reply streams take
+ * one per 128 KiB, the data segments one per physically contiguous run of
+ * pages (at worst one per page): a submit over it fails with -E2BIG.
+ */
+#define VGPU_MAX_DESCRIPTORS 4096
+/* Added (compatible): most tickets one open file may hold unwaited (-EBUSY). */
+#define VGPU_MAX_PENDING 1024
 
 struct vgpu_segment {
 	__u64 addr; /* user virtual address */
@@ -58,5 +67,30 @@ struct vgpu_wait {
 #define VGPU_IOC_MAGIC 'V'
 #define VGPU_IOC_SUBMIT _IOWR(VGPU_IOC_MAGIC, 1, struct vgpu_submit)
 #define VGPU_IOC_WAIT _IOWR(VGPU_IOC_MAGIC, 2, struct vgpu_wait)
+
+/*
+ * Errors.
+ * SUBMIT: -EFAULT  the argument, the request, a segment array or a segment's
+ *                  pages cannot be read (in segments: written);
+ *         -EINVAL  request_len/reply_capacity out of [header, limit], more than
+ *                  VGPU_MAX_SEGMENTS segments, a zero-length or oversize
+ *                  segment, or a batch header whose magic, version,
+ *                  request_len or reply_capacity disagree with the call;
+ *         -E2BIG   more than VGPU_MAX_DESCRIPTORS scatter-gather entries;
+ *         -EBUSY   VGPU_MAX_PENDING tickets not yet waited for;
+ *         -EINTR   a signal while waiting for ring space;
+ *         -ENODEV  the device is gone.
+ * The driver overwrites the batch header's session field with the file's
+ * session id (unique, nonzero).
+ * WAIT:   -EINVAL  unknown ticket (never issued, or already waited for);
+ *         -ETIMEDOUT timeout_ms passed (the ticket stays valid);
+ *         -EINTR   a signal (the ticket stays valid);
+ *         -EIO     the device returned no reply (it refused the chain, or the
+ *                  device was removed): the ticket is consumed;
+ *         -EFAULT  the reply buffer is not writable: the ticket is consumed.
+ * On success the ticket is consumed, reply_len is the number of reply-stream
+ * bytes the device wrote and min(reply_len, reply_capacity) of them are
+ * copied to reply; in segments hold the in-data stream.
+ */
 
 #endif /* VGPU_UAPI_H */

@@ -1,0 +1,736 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * virtio_vgpu: guest driver of the vgpu virtio device (virtio id 60).
+ *
+ * Queue 0 (submit) carries one descriptor chain per batch:
+ *   readable: [request stream][out pages...]   writable: [reply][in pages...]
+ * Queue 1 (event) holds a few writable buffers the device fills with
+ * notifications; they are logged and reposted.
+ *
+ * Each open of /dev/vgpuN is one session. VGPU_IOC_SUBMIT copies the request
+ * stream, stamps the session id into it, pins the caller's data pages and
+ * queues the chain; VGPU_IOC_WAIT collects the reply. Closing the file waits
+ * (bounded) for its requests and sends CLOSE_SESSION. The wire format is in
+ * protocol/README.md, the ioctl ABI in vgpu_uapi.h.
+ */
+#include <linux/module.h>
+#include <linux/virtio.h>
+#include <linux/virtio_config.h>
+#include <linux/virtio_ring.h>
+#include <linux/miscdevice.h>
+#include <linux/fs.h>
+#include <linux/slab.h>
+#include <linux/mm.h>
+#include <linux/scatterlist.h>
+#include <linux/uaccess.h>
+#include <linux/xarray.h>
+#include <linux/idr.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+#include <linux/kref.h>
+#include <linux/sizes.h>
+#include "vgpu_uapi.h"
+
+#define VGPU_CHUNK (128u << 10)	/* kernel copies of request/reply, per sg entry */
+#define VGPU_EVENT_BUFS 16
+#define VGPU_EVENT_BUF_SIZE 64
+#define VGPU_RELEASE_WAIT (10 * HZ)	/* close: in-flight requests */
+#define VGPU_CLOSE_WAIT (2 * HZ)	/* close: CLOSE_SESSION reply */
+
+struct vgpu_buf {		/* a kernel buffer in physically contiguous chunks */
+	u32 len, n;
+	void **chunk;
+};
+
+struct vgpu_req {
+	struct list_head node;	/* on vgpu_dev.orphans once its file is gone */
+	struct vgpu_buf req, reply;
+	struct page **pages;	/* n_out pinned read-only, then n_in writable */
+	unsigned int n_out, n_in;
+	struct scatterlist *sg, *sg_in;	/* [request][out pages] [reply][in pages] */
+	unsigned int used_len;
+	bool done;		/* set once by the vq callback (release/acquire) */
+	bool orphan;		/* under vq_lock: the reaper frees it when done */
+};
+
+struct vgpu_dev {
+	struct kref ref;	/* probe + one per open file */
+	struct virtio_device *vdev;
+	struct virtqueue *vq, *evq;
+	spinlock_t vq_lock, ev_lock;
+	wait_queue_head_t wq;	/* completions and ring space */
+	unsigned long completions;
+	bool broken, indirect;
+	struct list_head orphans;
+	struct work_struct reaper;
+	int index;
+	char name[16];
+	struct miscdevice misc;
+};
+
+struct vgpu_file {
+	struct vgpu_dev *d;
+	u64 session;
+	struct xarray reqs;	/* ticket -> vgpu_req */
+	u32 next_ticket;
+	atomic_t pending;
+};
+
+static DEFINE_IDA(vgpu_ida);
+static atomic64_t vgpu_sessions = ATOMIC64_INIT(0);
+
+static u32 vgpu_chunk_len(const struct vgpu_buf *b, u32 i)
+{
+	return min(VGPU_CHUNK, b->len - i * VGPU_CHUNK);
+}
+
+static int vgpu_buf_alloc(struct vgpu_buf *b, u32 len)
+{
+	u32 i;
+
+	b->len = len;
+	b->n = DIV_ROUND_UP(len, VGPU_CHUNK);
+	b->chunk = kcalloc(b->n, sizeof(void *), GFP_KERNEL);
+	if (!b->chunk)
+		return -ENOMEM;
+	for (i = 0; i < b->n; i++) {
+		/* zeroed: never hand stale kernel memory to user space */
+		b->chunk[i] = kzalloc(vgpu_chunk_len(b, i), GFP_KERNEL);
+		if (!b->chunk[i])
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static void vgpu_buf_free(struct vgpu_buf *b)
+{
+	u32 i;
+
+	for (i = 0; b->chunk && i < b->n; i++)
+		kfree(b->chunk[i]);
+	kfree(b->chunk);
+}
+
+static int vgpu_buf_copy(struct vgpu_buf *b, void __user *u, u32 len, bool to_user)
+{
+	u32 i, n;
+
+	for (i = 0; len; i++, len -= n, u += n) {
+		n = min(len, vgpu_chunk_len(b, i));
+		if (to_user ? copy_to_user(u, b->chunk[i], n) :
+			      copy_from_user(b->chunk[i], u, n))
+			return -EFAULT;
+	}
+	return 0;
+}
+
+static struct vgpu_req *vgpu_req_alloc(u32 req_len, u32 reply_cap,
+				       unsigned long npages[2])
+{
+	struct vgpu_req *r = kzalloc(sizeof(*r), GFP_KERNEL);
+	unsigned long nsg;
+
+	if (!r)
+		return NULL;
+	if (vgpu_buf_alloc(&r->req, req_len) || vgpu_buf_alloc(&r->reply, reply_cap))
+		goto fail;
+	if (npages[0] + npages[1]) {
+		r->pages = kvmalloc_array(npages[0] + npages[1], sizeof(*r->pages),
+					  GFP_KERNEL);
+		if (!r->pages)
+			goto fail;
+	}
+	nsg = r->req.n + npages[0] + r->reply.n + npages[1];
+	r->sg = kvmalloc_array(nsg, sizeof(*r->sg), GFP_KERNEL);
+	if (!r->sg)
+		goto fail;
+	sg_init_table(r->sg, r->req.n + npages[0]);
+	r->sg_in = r->sg + r->req.n + npages[0];
+	sg_init_table(r->sg_in, r->reply.n + npages[1]);
+	return r;
+fail:
+	vgpu_buf_free(&r->req);
+	vgpu_buf_free(&r->reply);
+	kvfree(r->pages);
+	kfree(r);
+	return NULL;
+}
+
+static void vgpu_req_free(struct vgpu_req *r)
+{
+	if (r->n_out)
+		unpin_user_pages(r->pages, r->n_out);
+	if (r->n_in)
+		unpin_user_pages_dirty_lock(r->pages + r->n_out, r->n_in, true);
+	kvfree(r->pages);
+	kvfree(r->sg);
+	vgpu_buf_free(&r->req);
+	vgpu_buf_free(&r->reply);
+	kfree(r);
+}
+
+/* Pin the pages of @n segments; *pinned counts what must be unpinned. */
+static int vgpu_pin(const struct vgpu_segment *seg, u32 n, unsigned int flags,
+		    struct page **pages, unsigned int *pinned)
+{
+	u32 i;
+
+	for (i = 0; i < n; i++) {
+		unsigned long start = seg[i].addr & PAGE_MASK;
+		int want = (offset_in_page(seg[i].addr) + seg[i].len + PAGE_SIZE - 1)
+			   >> PAGE_SHIFT;
+
+		while (want > 0) {
+			int got = pin_user_pages_fast(start, want, flags,
+						      pages + *pinned);
+			if (got <= 0)
+				return got ? got : -EFAULT;
+			*pinned += got;
+			want -= got;
+			start += (unsigned long)got << PAGE_SHIFT;
+		}
+	}
+	return 0;
+}
+
+/* Fill @sg with @b's chunks then the segments' pages (merging contiguous ones). */
+static unsigned int vgpu_sg_fill(struct scatterlist *sg, struct vgpu_buf *b,
+				 const struct vgpu_segment *seg, u32 nseg,
+				 struct page **pages)
+{
+	unsigned int n = 0;
+	u32 i;
+
+	for (i = 0; i < b->n; i++)
+		sg_set_buf(&sg[n++], b->chunk[i], vgpu_chunk_len(b, i));
+	for (i = 0; i < nseg; i++) {
+		unsigned int off = offset_in_page(seg[i].addr);
+		u64 left = seg[i].len;
+
+		while (left) {
+			unsigned int len = min_t(u64, PAGE_SIZE - off, left);
+			struct page *pg = *pages++;
+			struct scatterlist *prev = &sg[n - 1];
+
+			if (sg_phys(prev) + prev->length == page_to_phys(pg) + off &&
+			    prev->length + len <= SZ_1G)
+				prev->length += len;
+			else
+				sg_set_page(&sg[n++], pg, len, off);
+			left -= len;
+			off = 0;
+		}
+	}
+	sg_mark_end(&sg[n - 1]);
+	return n;
+}
+
+static void vgpu_reap(struct work_struct *work)
+{
+	struct vgpu_dev *d = container_of(work, struct vgpu_dev, reaper);
+	struct vgpu_req *r, *t;
+	unsigned long fl;
+	LIST_HEAD(dead);
+
+	spin_lock_irqsave(&d->vq_lock, fl);
+	list_splice_init(&d->orphans, &dead);
+	spin_unlock_irqrestore(&d->vq_lock, fl);
+	list_for_each_entry_safe(r, t, &dead, node)
+		vgpu_req_free(r);
+}
+
+static void vgpu_vq_done(struct virtqueue *vq)
+{
+	struct vgpu_dev *d = vq->vdev->priv;
+	struct vgpu_req *r;
+	unsigned int len;
+	unsigned long fl;
+	bool reap = false;
+
+	spin_lock_irqsave(&d->vq_lock, fl);
+	do {
+		virtqueue_disable_cb(vq);
+		while ((r = virtqueue_get_buf(vq, &len))) {
+			r->used_len = len;
+			smp_store_release(&r->done, true);
+			d->completions++;
+			if (r->orphan) {
+				list_add_tail(&r->node, &d->orphans);
+				reap = true;
+			}
+		}
+	} while (!virtqueue_enable_cb(vq));
+	spin_unlock_irqrestore(&d->vq_lock, fl);
+	if (reap)
+		schedule_work(&d->reaper);
+	wake_up_all(&d->wq);
+}
+
+static void vgpu_ev_done(struct virtqueue *vq)
+{
+	struct vgpu_dev *d = vq->vdev->priv;
+	struct scatterlist sg;
+	unsigned int len;
+	unsigned long fl;
+	u8 *buf;
+
+	spin_lock_irqsave(&d->ev_lock, fl);
+	while ((buf = virtqueue_get_buf(vq, &len))) {
+		if (len >= 32)
+			dev_dbg_ratelimited(&d->vdev->dev,
+				"event kind %u session %llu handle %llu status %d\n",
+				le32_to_cpu(*(__le32 *)buf), le64_to_cpu(*(__le64 *)(buf + 8)),
+				le64_to_cpu(*(__le64 *)(buf + 16)),
+				(s32)le32_to_cpu(*(__le32 *)(buf + 24)));
+		sg_init_one(&sg, buf, VGPU_EVENT_BUF_SIZE);
+		if (READ_ONCE(d->broken) || virtqueue_add_inbuf(vq, &sg, 1, buf, GFP_ATOMIC))
+			kfree(buf);
+	}
+	if (!READ_ONCE(d->broken))
+		virtqueue_kick(vq);
+	spin_unlock_irqrestore(&d->ev_lock, fl);
+}
+
+/* Queue @r on the submit queue, waiting for ring space. */
+static int vgpu_queue(struct vgpu_dev *d, struct vgpu_req *r, bool intr)
+{
+	struct scatterlist *sgs[2] = { r->sg, r->sg_in };
+	unsigned long fl, seen;
+	bool empty = false;
+	int err;
+
+	for (;;) {
+		spin_lock_irqsave(&d->vq_lock, fl);
+		if (d->broken) {
+			err = -ENODEV;
+		} else {
+			/* GFP_ATOMIC: the vq callback takes this lock in irq context */
+			err = virtqueue_add_sgs(d->vq, sgs, 1, 1, r, GFP_ATOMIC);
+			if (!err)
+				virtqueue_kick(d->vq);
+			else if (err == -ENOSPC)
+				empty = d->vq->num_free == virtqueue_get_vring_size(d->vq);
+		}
+		seen = d->completions;
+		spin_unlock_irqrestore(&d->vq_lock, fl);
+		if (err != -ENOSPC)
+			return err;
+		if (empty)	/* no indirect table to be had, chain longer than the ring */
+			return -ENOMEM;
+		if (intr) {
+			if (wait_event_interruptible(d->wq, READ_ONCE(d->completions) != seen ||
+						     READ_ONCE(d->broken)))
+				return -EINTR;
+		} else if (!wait_event_timeout(d->wq, READ_ONCE(d->completions) != seen ||
+					       READ_ONCE(d->broken), VGPU_CLOSE_WAIT)) {
+			return -ETIMEDOUT;
+		}
+	}
+}
+
+static long vgpu_submit(struct vgpu_file *f, struct vgpu_submit __user *arg)
+{
+	struct vgpu_dev *d = f->d;
+	struct vgpu_segment *segs = NULL;
+	unsigned long npages[2] = { 0, 0 };
+	u64 bytes[2] = { 0, 0 };
+	struct vgpu_submit s;
+	struct vgpu_req *r;
+	unsigned int nsg_out, nsg_in;
+	u32 i, nseg, ticket;
+	long err;
+	u8 *h;
+
+	if (copy_from_user(&s, arg, sizeof(s)))
+		return -EFAULT;
+	if (s.request_len < VGPU_BATCH_HEADER_SIZE || s.request_len > VGPU_MAX_REQUEST_LEN ||
+	    s.reply_capacity < VGPU_REPLY_HEADER_SIZE || s.reply_capacity > VGPU_MAX_REPLY_LEN ||
+	    s.n_out > VGPU_MAX_SEGMENTS || s.n_in > VGPU_MAX_SEGMENTS)
+		return -EINVAL;
+	if (READ_ONCE(d->broken))
+		return -ENODEV;
+
+	nseg = s.n_out + s.n_in;
+	if (nseg) {
+		segs = kmalloc_array(nseg, sizeof(*segs), GFP_KERNEL);
+		if (!segs)
+			return -ENOMEM;
+		if ((s.n_out && copy_from_user(segs, u64_to_user_ptr(s.out_segs),
+					       s.n_out * sizeof(*segs))) ||
+		    (s.n_in && copy_from_user(segs + s.n_out, u64_to_user_ptr(s.in_segs),
+					      s.n_in * sizeof(*segs)))) {
+			err = -EFAULT;
+			goto out_segs;
+		}
+	}
+	for (i = 0; i < nseg; i++) {
+		int dir = i >= s.n_out;
+		u64 a = segs[i].addr, l = segs[i].len;
+
+		bytes[dir] += l;
+		if (!l || l > VGPU_MAX_DATA_LEN || a + l < a ||
+		    bytes[dir] > VGPU_MAX_DATA_LEN) {
+			err = -EINVAL;
+			goto out_segs;
+		}
+		npages[dir] += (offset_in_page(a) + l + PAGE_SIZE - 1) >> PAGE_SHIFT;
+	}
+
+	if (atomic_inc_return(&f->pending) > VGPU_MAX_PENDING) {
+		err = -EBUSY;
+		goto out_pending;
+	}
+	r = vgpu_req_alloc(s.request_len, s.reply_capacity, npages);
+	if (!r) {
+		err = -ENOMEM;
+		goto out_pending;
+	}
+	err = vgpu_buf_copy(&r->req, u64_to_user_ptr(s.request), s.request_len, false);
+	if (err)
+		goto out_req;
+	h = r->req.chunk[0];
+	if (le32_to_cpu(*(__le32 *)h) != VGPU_BATCH_MAGIC ||
+	    le16_to_cpu(*(__le16 *)(h + 4)) != VGPU_PROTOCOL_VERSION ||
+	    le32_to_cpu(*(__le32 *)(h + 20)) != s.request_len ||
+	    le32_to_cpu(*(__le32 *)(h + 24)) != s.reply_capacity) {
+		err = -EINVAL;
+		goto out_req;
+	}
+	*(__le64 *)(h + VGPU_BATCH_SESSION_OFFSET) = cpu_to_le64(f->session);
+
+	err = vgpu_pin(segs, s.n_out, 0, r->pages, &r->n_out);
+	if (!err)
+		err = vgpu_pin(segs + s.n_out, s.n_in, FOLL_WRITE,
+			       r->pages + npages[0], &r->n_in);
+	if (err)
+		goto out_req;
+	nsg_out = vgpu_sg_fill(r->sg, &r->req, segs, s.n_out, r->pages);
+	nsg_in = vgpu_sg_fill(r->sg_in, &r->reply, segs + s.n_out, s.n_in,
+			      r->pages + npages[0]);
+	if (nsg_out + nsg_in > VGPU_MAX_DESCRIPTORS ||
+	    (!d->indirect && nsg_out + nsg_in > virtqueue_get_vring_size(d->vq))) {
+		err = -E2BIG;
+		goto out_req;
+	}
+
+	err = xa_alloc_cyclic(&f->reqs, &ticket, r, XA_LIMIT(1, U32_MAX),
+			      &f->next_ticket, GFP_KERNEL);
+	if (err < 0)
+		goto out_req;
+	err = put_user((u64)ticket, &arg->ticket);
+	if (!err)
+		err = vgpu_queue(d, r, true);
+	if (err) {
+		xa_erase(&f->reqs, ticket);
+		goto out_req;
+	}
+	kfree(segs);
+	return 0;
+
+out_req:
+	vgpu_req_free(r);
+out_pending:
+	atomic_dec(&f->pending);
+out_segs:
+	kfree(segs);
+	return err;
+}
+
+static bool vgpu_ticket_ready(struct vgpu_file *f, unsigned long ticket)
+{
+	struct vgpu_req *r;
+	bool ready;
+
+	xa_lock(&f->reqs);
+	r = xa_load(&f->reqs, ticket);
+	ready = !r || smp_load_acquire(&r->done);	/* unknown: report at once */
+	xa_unlock(&f->reqs);
+	return ready;
+}
+
+static long vgpu_wait(struct vgpu_file *f, struct vgpu_wait __user *arg)
+{
+	struct vgpu_wait w;
+	struct vgpu_req *r;
+	long t;
+	u32 n;
+	int err = 0;
+
+	if (copy_from_user(&w, arg, sizeof(w)))
+		return -EFAULT;
+	if (!w.ticket || w.ticket > U32_MAX)
+		return -EINVAL;
+	t = w.timeout_ms < 0 ? MAX_SCHEDULE_TIMEOUT :
+	    (long)msecs_to_jiffies(min_t(s64, w.timeout_ms, UINT_MAX));
+	t = wait_event_interruptible_timeout(f->d->wq, vgpu_ticket_ready(f, w.ticket), t);
+	if (t < 0)
+		return -EINTR;
+	if (t == 0)
+		return -ETIMEDOUT;
+
+	xa_lock(&f->reqs);
+	r = xa_load(&f->reqs, w.ticket);
+	if (r)
+		__xa_erase(&f->reqs, w.ticket);
+	xa_unlock(&f->reqs);
+	if (!r)
+		return -EINVAL;
+	atomic_dec(&f->pending);
+
+	n = min(r->used_len, r->reply.len);
+	if (!r->used_len)	/* chain refused by the device, or device gone */
+		err = -EIO;
+	else if (w.reply_capacity &&
+		 vgpu_buf_copy(&r->reply, u64_to_user_ptr(w.reply),
+			       min(n, w.reply_capacity), true))
+		err = -EFAULT;
+	if (put_user(n, &arg->reply_len) && !err)
+		err = -EFAULT;
+	vgpu_req_free(r);
+	return err;
+}
+
+static long vgpu_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
+{
+	switch (cmd) {
+	case VGPU_IOC_SUBMIT:
+		return vgpu_submit(filp->private_data, (void __user *)arg);
+	case VGPU_IOC_WAIT:
+		return vgpu_wait(filp->private_data, (void __user *)arg);
+	}
+	return -ENOTTY;
+}
+
+static void vgpu_dev_free(struct kref *ref)
+{
+	kfree(container_of(ref, struct vgpu_dev, ref));
+}
+
+static int vgpu_open(struct inode *inode, struct file *filp)
+{
+	struct vgpu_dev *d = container_of(filp->private_data, struct vgpu_dev, misc);
+	struct vgpu_file *f = kzalloc(sizeof(*f), GFP_KERNEL);
+
+	if (!f)
+		return -ENOMEM;
+	f->d = d;
+	f->session = atomic64_inc_return(&vgpu_sessions);
+	xa_init_flags(&f->reqs, XA_FLAGS_ALLOC1);
+	kref_get(&d->ref);
+	filp->private_data = f;
+	return stream_open(inode, filp);
+}
+
+static void vgpu_close_session(struct vgpu_dev *d, u64 session)
+{
+	unsigned long npages[2] = { 0, 0 }, fl;
+	struct vgpu_req *r;
+	bool done;
+	u8 *h;
+
+	if (READ_ONCE(d->broken))
+		return;
+	r = vgpu_req_alloc(VGPU_BATCH_HEADER_SIZE + VGPU_MSG_HEADER_SIZE, 64, npages);
+	if (!r)
+		return;
+	h = r->req.chunk[0];
+	*(__le32 *)h = cpu_to_le32(VGPU_BATCH_MAGIC);
+	*(__le16 *)(h + 4) = cpu_to_le16(VGPU_PROTOCOL_VERSION);
+	*(__le64 *)(h + VGPU_BATCH_SESSION_OFFSET) = cpu_to_le64(session);
+	*(__le32 *)(h + 16) = cpu_to_le32(1);
+	*(__le32 *)(h + 20) = cpu_to_le32(r->req.len);
+	*(__le32 *)(h + 24) = cpu_to_le32(r->reply.len);
+	*(__le32 *)(h + VGPU_BATCH_HEADER_SIZE) = cpu_to_le32(VGPU_OP_CLOSE_SESSION);
+	vgpu_sg_fill(r->sg, &r->req, NULL, 0, NULL);
+	vgpu_sg_fill(r->sg_in, &r->reply, NULL, 0, NULL);
+	if (vgpu_queue(d, r, false)) {
+		vgpu_req_free(r);
+		return;
+	}
+	wait_event_timeout(d->wq, smp_load_acquire(&r->done), VGPU_CLOSE_WAIT);
+	spin_lock_irqsave(&d->vq_lock, fl);
+	done = r->done;
+	r->orphan = !done;
+	spin_unlock_irqrestore(&d->vq_lock, fl);
+	if (done)
+		vgpu_req_free(r);
+}
+
+static bool vgpu_all_done(struct vgpu_file *f)
+{
+	struct vgpu_req *r;
+	unsigned long id;
+
+	xa_for_each(&f->reqs, id, r)
+		if (!smp_load_acquire(&r->done))
+			return false;
+	return true;
+}
+
+static int vgpu_release(struct inode *inode, struct file *filp)
+{
+	struct vgpu_file *f = filp->private_data;
+	struct vgpu_dev *d = f->d;
+	struct vgpu_req *r;
+	unsigned long id, fl;
+	bool done;
+
+	/* uninterruptible: a killed process still lets its requests finish */
+	if (!wait_event_timeout(d->wq, vgpu_all_done(f), VGPU_RELEASE_WAIT))
+		pr_warn("virtio_vgpu: session %llu: requests still in flight at close\n",
+			 f->session);
+	xa_for_each(&f->reqs, id, r) {
+		spin_lock_irqsave(&d->vq_lock, fl);
+		done = r->done;
+		r->orphan = !done;	/* the device still owns it: reap on completion */
+		spin_unlock_irqrestore(&d->vq_lock, fl);
+		if (done)
+			vgpu_req_free(r);
+	}
+	xa_destroy(&f->reqs);
+	vgpu_close_session(d, f->session);
+	kref_put(&d->ref, vgpu_dev_free);
+	kfree(f);
+	return 0;
+}
+
+static const struct file_operations vgpu_fops = {
+	.owner = THIS_MODULE,
+	.open = vgpu_open,
+	.release = vgpu_release,
+	.unlocked_ioctl = vgpu_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+	.llseek = no_llseek,
+};
+
+/* After a reset: complete (used length 0) or free everything still queued. */
+static void vgpu_drain(struct vgpu_dev *d)
+{
+	struct vgpu_req *r, *t;
+	unsigned long fl;
+	LIST_HEAD(dead);
+	void *buf;
+
+	spin_lock_irqsave(&d->vq_lock, fl);
+	while ((r = virtqueue_detach_unused_buf(d->vq))) {
+		r->used_len = 0;
+		smp_store_release(&r->done, true);
+		if (r->orphan)
+			list_add_tail(&r->node, &dead);
+	}
+	spin_unlock_irqrestore(&d->vq_lock, fl);
+	spin_lock_irqsave(&d->ev_lock, fl);
+	while ((buf = virtqueue_detach_unused_buf(d->evq)))
+		kfree(buf);
+	spin_unlock_irqrestore(&d->ev_lock, fl);
+	list_for_each_entry_safe(r, t, &dead, node)
+		vgpu_req_free(r);
+}
+
+static int vgpu_probe(struct virtio_device *vdev)
+{
+	static const char * const names[] = { "submit", "event" };
+	vq_callback_t *cbs[] = { vgpu_vq_done, vgpu_ev_done };
+	struct virtqueue *vqs[2];
+	struct scatterlist sg;
+	struct vgpu_dev *d;
+	int err, i;
+	void *buf;
+
+	d = kzalloc(sizeof(*d), GFP_KERNEL);
+	if (!d)
+		return -ENOMEM;
+	kref_init(&d->ref);
+	spin_lock_init(&d->vq_lock);
+	spin_lock_init(&d->ev_lock);
+	init_waitqueue_head(&d->wq);
+	INIT_LIST_HEAD(&d->orphans);
+	INIT_WORK(&d->reaper, vgpu_reap);
+	d->vdev = vdev;
+	vdev->priv = d;
+	d->index = ida_alloc(&vgpu_ida, GFP_KERNEL);
+	if (d->index < 0) {
+		err = d->index;
+		goto out_free;
+	}
+	err = virtio_find_vqs(vdev, 2, vqs, cbs, names, NULL);
+	if (err)
+		goto out_ida;
+	d->vq = vqs[0];
+	d->evq = vqs[1];
+	d->indirect = virtio_has_feature(vdev, VIRTIO_RING_F_INDIRECT_DESC);
+
+	for (i = 0; i < VGPU_EVENT_BUFS; i++) {
+		buf = kzalloc(VGPU_EVENT_BUF_SIZE, GFP_KERNEL);
+		if (!buf)
+			break;
+		sg_init_one(&sg, buf, VGPU_EVENT_BUF_SIZE);
+		if (virtqueue_add_inbuf(d->evq, &sg, 1, buf, GFP_KERNEL)) {
+			kfree(buf);
+			break;
+		}
+	}
+	virtio_device_ready(vdev);
+	virtqueue_kick(d->evq);
+
+	snprintf(d->name, sizeof(d->name), "vgpu%d", d->index);
+	d->misc.minor = MISC_DYNAMIC_MINOR;
+	d->misc.name = d->name;
+	d->misc.fops = &vgpu_fops;
+	d->misc.mode = 0666;
+	d->misc.parent = &vdev->dev;
+	err = misc_register(&d->misc);
+	if (err)
+		goto out_reset;
+	dev_info(&vdev->dev, "/dev/%s: submit ring %u, indirect %d\n", d->name,
+		 virtqueue_get_vring_size(d->vq), d->indirect);
+	return 0;
+
+out_reset:
+	WRITE_ONCE(d->broken, true);
+	virtio_reset_device(vdev);
+	vgpu_drain(d);
+	vdev->config->del_vqs(vdev);
+out_ida:
+	ida_free(&vgpu_ida, d->index);
+out_free:
+	kfree(d);
+	return err;
+}
+
+static void vgpu_remove(struct virtio_device *vdev)
+{
+	struct vgpu_dev *d = vdev->priv;
+	unsigned long fl;
+
+	misc_deregister(&d->misc);	/* no new opens; open files keep d */
+	spin_lock_irqsave(&d->vq_lock, fl);
+	d->broken = true;		/* no new submissions */
+	spin_unlock_irqrestore(&d->vq_lock, fl);
+	virtio_reset_device(vdev);
+	vgpu_drain(d);
+	vdev->config->del_vqs(vdev);
+	wake_up_all(&d->wq);
+	flush_work(&d->reaper);
+	vgpu_reap(&d->reaper);
+	ida_free(&vgpu_ida, d->index);
+	kref_put(&d->ref, vgpu_dev_free);
+}
+
+static const struct virtio_device_id vgpu_id_table[] = {
+	{ VGPU_VIRTIO_ID, VIRTIO_DEV_ANY_ID },
+	{ 0 },
+};
+MODULE_DEVICE_TABLE(virtio, vgpu_id_table);
+
+static struct virtio_driver vgpu_driver = {
+	.driver.name = KBUILD_MODNAME,
+	.driver.owner = THIS_MODULE,
+	.id_table = vgpu_id_table,
+	.probe = vgpu_probe,
+	.remove = vgpu_remove,
+};
+module_virtio_driver(vgpu_driver);
+
+MODULE_DESCRIPTION("virtio vGPU forwarding device");
+MODULE_LICENSE("GPL");
