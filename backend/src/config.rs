@@ -1,0 +1,151 @@
+//! Command line and the configuration it yields.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use crate::executor::opencl::DeviceSelector;
+
+/// vhost-user vGPU back-end: runs a VM's OpenCL calls on this host's device.
+///
+/// QEMU (patched, see qemu-configs/) connects to SOCKET with
+/// `-chardev socket,id=vgpu0,path=SOCKET -device vhost-user-vgpu-pci,chardev=vgpu0`
+/// and needs shared guest memory (`-object memory-backend-memfd,share=on`).
+/// Guest libraries on this host can also connect directly (loopback) with
+/// `VGPU_SOCKET=SOCKET`. Several front-ends may be connected at once; each
+/// gets its own vGPU. Log verbosity: --log-level, or RUST_LOG for per-module
+/// filters.
+#[derive(Debug, Parser)]
+#[command(name = "vgpu-backend", version, about, long_about)]
+pub struct Args {
+    /// Unix socket to listen on for vhost-user front-ends.
+    #[arg(long, value_name = "PATH", required_unless_present_any = ["print_capabilities", "list_devices"])]
+    pub socket: Option<PathBuf>,
+
+    /// Device to serve: `opencl:<platform-index>:<device-index>`,
+    /// `opencl:<name-substring>`, or `opencl` for the first device.
+    #[arg(long, value_name = "SPEC", default_value = "opencl")]
+    pub device: String,
+
+    /// One of error, warn, info, debug, trace.
+    #[arg(long, value_name = "LEVEL", default_value = "info")]
+    pub log_level: String,
+
+    /// Unix socket for `vgpu-ctl` (status and, later, checkpoint/restore).
+    #[arg(long, value_name = "PATH")]
+    pub control: Option<PathBuf>,
+
+    /// Print the vhost-user back-end capabilities as JSON and exit (for
+    /// libvirt's vhost-user.json).
+    #[arg(long)]
+    pub print_capabilities: bool,
+
+    /// List the OpenCL devices this host offers, with their SPEC, and exit.
+    #[arg(long)]
+    pub list_devices: bool,
+}
+
+/// A problem with the command line.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid --device {0:?}: expected opencl, opencl:<platform>:<device> or opencl:<name-substring>")]
+    BadDevice(String),
+    #[error("invalid --log-level {0:?}: expected error, warn, info, debug or trace")]
+    BadLogLevel(String),
+    #[error("--socket is required")]
+    NoSocket,
+}
+
+#[derive(Debug)]
+pub struct Config {
+    pub socket: PathBuf,
+    pub device: DeviceSelector,
+    pub log_level: log::LevelFilter,
+    pub control: Option<PathBuf>,
+}
+
+/// Parses a `--device` SPEC.
+pub fn parse_device(spec: &str) -> Result<DeviceSelector, ConfigError> {
+    let bad = || ConfigError::BadDevice(spec.to_string());
+    let rest = match spec.strip_prefix("opencl") {
+        Some("") => return Ok(DeviceSelector::First),
+        Some(rest) => rest.strip_prefix(':').ok_or_else(bad)?,
+        None => return Err(bad()),
+    };
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    let mut parts = rest.splitn(2, ':');
+    let first = parts.next().unwrap_or_default();
+    match (first.parse::<usize>(), parts.next()) {
+        (Ok(platform), Some(device)) => {
+            let device = device.parse().map_err(|_| bad())?;
+            Ok(DeviceSelector::Index { platform, device })
+        }
+        (Ok(_), None) => Err(bad()),
+        (Err(_), _) => Ok(DeviceSelector::Name(rest.to_string())),
+    }
+}
+
+pub fn parse_log_level(level: &str) -> Result<log::LevelFilter, ConfigError> {
+    match level.to_ascii_lowercase().as_str() {
+        "error" => Ok(log::LevelFilter::Error),
+        "warn" => Ok(log::LevelFilter::Warn),
+        "info" => Ok(log::LevelFilter::Info),
+        "debug" => Ok(log::LevelFilter::Debug),
+        "trace" => Ok(log::LevelFilter::Trace),
+        _ => Err(ConfigError::BadLogLevel(level.to_string())),
+    }
+}
+
+impl TryFrom<Args> for Config {
+    type Error = ConfigError;
+
+    fn try_from(args: Args) -> Result<Config, ConfigError> {
+        Ok(Config {
+            socket: args.socket.ok_or(ConfigError::NoSocket)?,
+            device: parse_device(&args.device)?,
+            log_level: parse_log_level(&args.log_level)?,
+            control: args.control,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_spec_forms_parse() {
+        assert_eq!(parse_device("opencl"), Ok(DeviceSelector::First));
+        assert_eq!(
+            parse_device("opencl:1:2"),
+            Ok(DeviceSelector::Index {
+                platform: 1,
+                device: 2
+            })
+        );
+        assert_eq!(
+            parse_device("opencl:pthread"),
+            Ok(DeviceSelector::Name("pthread".into()))
+        );
+        assert_eq!(
+            parse_device("opencl:NVIDIA H100"),
+            Ok(DeviceSelector::Name("NVIDIA H100".into()))
+        );
+    }
+
+    #[test]
+    fn bad_device_specs_are_named_in_the_error() {
+        for spec in ["cuda:0", "opencl:", "opencl:1", "opencl:1:x", "openclx"] {
+            let err = parse_device(spec).unwrap_err();
+            assert!(err.to_string().contains(spec), "{err}");
+        }
+    }
+
+    #[test]
+    fn log_levels_parse() {
+        assert_eq!(parse_log_level("DEBUG"), Ok(log::LevelFilter::Debug));
+        assert!(parse_log_level("loud").is_err());
+    }
+}

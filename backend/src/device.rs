@@ -1,0 +1,199 @@
+//! The vhost-user glue: features, memory table, and the submit queue's kick
+//! handler. Device work happens on session threads (`vgpu.rs`); vring locks
+//! are only taken to pop a chain or to return one.
+
+use std::io;
+use std::sync::{Arc, RwLock};
+
+use vgpu_protocol::{EVENT_QUEUE, NUM_QUEUES, SUBMIT_QUEUE, SUBMIT_QUEUE_SIZE};
+use vhost::vhost_user::message::VhostUserProtocolFeatures;
+use vhost_user_backend::{VhostUserBackend, VringRwLock, VringT};
+use virtio_bindings::virtio_config::VIRTIO_F_VERSION_1;
+use virtio_bindings::virtio_ring::{VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC};
+use virtio_queue::QueueT;
+use vm_memory::{GuestAddressSpace, GuestMemoryAtomic};
+use vmm_sys_util::epoll::EventSet;
+use vmm_sys_util::event::{
+    new_event_consumer_and_notifier, EventConsumer, EventFlag, EventNotifier,
+};
+
+use crate::chain::{resolve, GuestRam};
+use crate::vgpu::Vgpu;
+
+/// `VHOST_USER_F_PROTOCOL_FEATURES`: vring enable/disable messages are in use.
+const VHOST_USER_F_PROTOCOL_FEATURES: u32 = 30;
+
+/// The device of one front-end connection (one VM, or one loopback process).
+#[derive(Clone)]
+pub struct VgpuDevice {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    vgpu: Arc<Vgpu>,
+    mem: RwLock<Option<GuestMemoryAtomic<GuestRam>>>,
+    event_idx: std::sync::atomic::AtomicBool,
+    exit_consumer: EventConsumer,
+    exit_notifier: EventNotifier,
+}
+
+impl VgpuDevice {
+    pub fn new(vgpu: Arc<Vgpu>) -> io::Result<VgpuDevice> {
+        let (exit_consumer, exit_notifier) = new_event_consumer_and_notifier(EventFlag::NONBLOCK)?;
+        Ok(VgpuDevice {
+            inner: Arc::new(Inner {
+                vgpu,
+                mem: RwLock::new(None),
+                event_idx: false.into(),
+                exit_consumer,
+                exit_notifier,
+            }),
+        })
+    }
+
+    pub fn vgpu(&self) -> &Arc<Vgpu> {
+        &self.inner.vgpu
+    }
+
+    /// Stops the vring worker threads.
+    pub fn signal_exit(&self) {
+        if let Err(e) = self.inner.exit_notifier.notify() {
+            log::warn!("cannot signal the vring worker to exit: {e}");
+        }
+    }
+
+    /// Pops every available chain and hands each to its session.
+    fn process_submit_queue(
+        &self,
+        vring: &VringRwLock<GuestMemoryAtomic<GuestRam>>,
+    ) -> io::Result<()> {
+        let Some(atomic) = self
+            .inner
+            .mem
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        else {
+            return Ok(());
+        };
+        let mem: Arc<GuestRam> = atomic.memory().into_inner();
+        loop {
+            if self
+                .inner
+                .event_idx
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                vring.disable_notification().map_err(io::Error::other)?;
+            }
+            loop {
+                // The write lock is held only to pop one chain.
+                let chain = vring
+                    .get_mut()
+                    .get_queue_mut()
+                    .pop_descriptor_chain(mem.clone());
+                let Some(chain) = chain else { break };
+                let head = chain.head_index();
+                match resolve(chain, mem.clone()) {
+                    Ok(resolved) => {
+                        let vring = vring.clone();
+                        self.inner.vgpu.submit(
+                            resolved,
+                            Box::new(move |head, used| return_chain(&vring, head, used)),
+                        );
+                    }
+                    Err(e) => {
+                        log::warn!("dropping descriptor chain {head}: {e}");
+                        return_chain(vring, head, 0);
+                    }
+                }
+            }
+            if !self
+                .inner
+                .event_idx
+                .load(std::sync::atomic::Ordering::Relaxed)
+                || !vring.enable_notification().map_err(io::Error::other)?
+            {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Puts a chain on the used ring and notifies the driver.
+fn return_chain(vring: &VringRwLock<GuestMemoryAtomic<GuestRam>>, head: u16, used: u32) {
+    if let Err(e) = vring.add_used(head, used) {
+        log::warn!("cannot return descriptor chain {head}: {e}");
+        return;
+    }
+    if let Err(e) = vring.signal_used_queue() {
+        log::warn!("cannot notify the driver: {e}");
+    }
+}
+
+impl VhostUserBackend for VgpuDevice {
+    type Bitmap = ();
+    type Vring = VringRwLock<GuestMemoryAtomic<GuestRam>>;
+
+    fn num_queues(&self) -> usize {
+        NUM_QUEUES
+    }
+
+    fn max_queue_size(&self) -> usize {
+        SUBMIT_QUEUE_SIZE as usize
+    }
+
+    fn features(&self) -> u64 {
+        (1 << VIRTIO_F_VERSION_1)
+            | (1 << VIRTIO_RING_F_INDIRECT_DESC)
+            | (1 << VIRTIO_RING_F_EVENT_IDX)
+            | (1 << VHOST_USER_F_PROTOCOL_FEATURES)
+    }
+
+    fn protocol_features(&self) -> VhostUserProtocolFeatures {
+        VhostUserProtocolFeatures::MQ
+            | VhostUserProtocolFeatures::CONFIG
+            | VhostUserProtocolFeatures::REPLY_ACK
+    }
+
+    fn set_event_idx(&self, enabled: bool) {
+        self.inner
+            .event_idx
+            .store(enabled, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn update_memory(&self, mem: GuestMemoryAtomic<GuestRam>) -> io::Result<()> {
+        *self.inner.mem.write().unwrap_or_else(|e| e.into_inner()) = Some(mem);
+        Ok(())
+    }
+
+    fn get_config(&self, _offset: u32, size: u32) -> Vec<u8> {
+        // The device has no configuration space; QEMU may still read it.
+        vec![0; size.min(256) as usize]
+    }
+
+    fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
+        Some((
+            self.inner.exit_consumer.try_clone().ok()?,
+            self.inner.exit_notifier.try_clone().ok()?,
+        ))
+    }
+
+    fn handle_event(
+        &self,
+        device_event: u16,
+        evset: EventSet,
+        vrings: &[Self::Vring],
+        _thread_id: usize,
+    ) -> io::Result<()> {
+        if evset != EventSet::IN {
+            return Err(io::Error::other(format!("unexpected event set {evset:?}")));
+        }
+        match device_event {
+            SUBMIT_QUEUE => self.process_submit_queue(&vrings[SUBMIT_QUEUE as usize]),
+            // Event-queue buffers stay posted until there is something to say.
+            EVENT_QUEUE => Ok(()),
+            other => Err(io::Error::other(format!("unknown device event {other}"))),
+        }
+    }
+}

@@ -1,0 +1,546 @@
+//! Enqueued commands. Transfers move data straight between guest memory and
+//! the device; they complete before the chain is returned, because the guest
+//! pages they touch are only lent for the chain's lifetime.
+
+use std::sync::Arc;
+
+use cl3::types::{cl_event, CL_BLOCKING};
+use vgpu_protocol::messages::*;
+use vgpu_protocol::{DataRef, Status};
+
+use super::objects::{EventEntry, HostEvent, HostMem, QueueEntry};
+use super::session::OpenClSession;
+use crate::chain::{GuestIo, Segment};
+
+/// More pieces than this and a transfer goes through one map of the buffer
+/// instead of one device call per piece.
+const MAX_DIRECT_PIECES: usize = 8;
+
+/// Host events a command waits on; the entries keep them alive meanwhile.
+struct WaitList {
+    _held: Vec<Arc<EventEntry>>,
+    raw: Vec<cl_event>,
+}
+
+impl WaitList {
+    fn len(&self) -> u32 {
+        self.raw.len() as u32
+    }
+
+    fn ptr(&self) -> *const cl_event {
+        if self.raw.is_empty() {
+            std::ptr::null()
+        } else {
+            self.raw.as_ptr()
+        }
+    }
+}
+
+fn to_usize(v: u64) -> Result<usize, Status> {
+    usize::try_from(v).map_err(|_| Status::INVALID_VALUE)
+}
+
+fn sizes3(v: &[u64; 3]) -> Result<[usize; 3], Status> {
+    Ok([to_usize(v[0])?, to_usize(v[1])?, to_usize(v[2])?])
+}
+
+/// Bytes a rectangle spans in linear memory (the spec's pitch rules, with
+/// overflow checked), so the guest side of a rect transfer can be bounded.
+pub(super) fn rect_extent(
+    origin: &[u64; 3],
+    region: &[u64; 3],
+    row_pitch: u64,
+    slice_pitch: u64,
+) -> Result<u64, Status> {
+    if region.contains(&0) {
+        return Err(Status::INVALID_VALUE);
+    }
+    let row = if row_pitch == 0 { region[0] } else { row_pitch };
+    let slice = if slice_pitch == 0 {
+        region[1].checked_mul(row).ok_or(Status::INVALID_VALUE)?
+    } else {
+        slice_pitch
+    };
+    let last = |o: u64, r: u64| o.checked_add(r - 1).ok_or(Status::INVALID_VALUE);
+    last(origin[2], region[2])?
+        .checked_mul(slice)
+        .and_then(|a| {
+            last(origin[1], region[1])
+                .ok()?
+                .checked_mul(row)?
+                .checked_add(a)
+        })
+        .and_then(|a| origin[0].checked_add(region[0])?.checked_add(a))
+        .ok_or(Status::INVALID_VALUE)
+}
+
+impl OpenClSession {
+    fn queue(&self, handle: u64) -> Result<Arc<QueueEntry>, Status> {
+        self.queues.get(handle).cloned()
+    }
+
+    fn mem(&self, handle: u64) -> Result<Arc<HostMem>, Status> {
+        self.mems.get(handle).cloned()
+    }
+
+    fn wait_list(&self, handles: &[u64]) -> Result<WaitList, Status> {
+        let held = self
+            .events
+            .get_all(handles, Status::INVALID_EVENT_WAIT_LIST)?;
+        let raw = held.iter().map(|e| e.event.0).collect();
+        Ok(WaitList { _held: held, raw })
+    }
+
+    /// Gives the command's host event the guest's handle, or drops it.
+    fn keep_event(&mut self, handle: u64, raw: cl_event) -> Result<(), Status> {
+        let event = HostEvent(raw);
+        if handle != 0 {
+            self.events.insert(
+                handle,
+                EventEntry {
+                    event,
+                    is_user: false,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    fn check_range(mem: &HostMem, offset: u64, len: u64) -> Result<(), Status> {
+        match offset.checked_add(len) {
+            Some(end) if end <= mem.size && len > 0 => Ok(()),
+            _ => Err(Status::INVALID_VALUE),
+        }
+    }
+
+    /// Moves `data` between guest pieces and `[offset, offset+len)` of the
+    /// buffer: one device call per piece, or one map for many pieces.
+    fn transfer(
+        &mut self,
+        queue: &QueueEntry,
+        mem: &HostMem,
+        offset: u64,
+        pieces: &[Segment],
+        wait: &WaitList,
+        to_device: bool,
+    ) -> Result<cl_event, Status> {
+        let len: u64 = pieces.iter().map(|p| p.len as u64).sum();
+        if pieces.len() > MAX_DIRECT_PIECES {
+            return self.transfer_mapped(queue, mem, offset, len, pieces, wait, to_device);
+        }
+        let mut at = offset;
+        let mut last: cl_event = std::ptr::null_mut();
+        for (i, piece) in pieces.iter().enumerate() {
+            let (n, list) = if i == 0 {
+                (wait.len(), wait.ptr())
+            } else {
+                (0, std::ptr::null())
+            };
+            if !last.is_null() {
+                drop(HostEvent(last));
+            }
+            // SAFETY: `piece` is live guest memory of `piece.len` bytes (the
+            // chain holds the mapping); the range was checked against the
+            // buffer size; the call is blocking, so nothing outlives it.
+            last = unsafe {
+                if to_device {
+                    cl3::command_queue::enqueue_write_buffer(
+                        queue.queue.0,
+                        mem.raw,
+                        CL_BLOCKING,
+                        to_usize(at)?,
+                        piece.len,
+                        piece.ptr as *const _,
+                        n,
+                        list,
+                    )
+                } else {
+                    cl3::command_queue::enqueue_read_buffer(
+                        queue.queue.0,
+                        mem.raw,
+                        CL_BLOCKING,
+                        to_usize(at)?,
+                        piece.len,
+                        piece.ptr as *mut _,
+                        n,
+                        list,
+                    )
+                }
+            }
+            .map_err(Status)?;
+            at += piece.len as u64;
+        }
+        Ok(last)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn transfer_mapped(
+        &mut self,
+        queue: &QueueEntry,
+        mem: &HostMem,
+        offset: u64,
+        len: u64,
+        pieces: &[Segment],
+        wait: &WaitList,
+        to_device: bool,
+    ) -> Result<cl_event, Status> {
+        use cl3::memory::{CL_MAP_READ, CL_MAP_WRITE_INVALIDATE_REGION};
+        let flags = if to_device {
+            CL_MAP_WRITE_INVALIDATE_REGION
+        } else {
+            CL_MAP_READ
+        };
+        let mut mapped: cl3::types::cl_mem = std::ptr::null_mut();
+        // SAFETY: the range was checked against the buffer; the map is
+        // blocking and undone below before anything else touches it.
+        let map_event = unsafe {
+            cl3::command_queue::enqueue_map_buffer(
+                queue.queue.0,
+                mem.raw,
+                CL_BLOCKING,
+                flags,
+                to_usize(offset)?,
+                to_usize(len)?,
+                &mut mapped,
+                wait.len(),
+                wait.ptr(),
+            )
+        }
+        .map_err(Status)?;
+        drop(HostEvent(map_event));
+        let base = mapped as *mut u8;
+        let mut at = 0usize;
+        for piece in pieces {
+            // SAFETY: `base` maps `len` bytes and the pieces add up to `len`;
+            // each piece is live guest memory.
+            unsafe {
+                if to_device {
+                    std::ptr::copy_nonoverlapping(piece.ptr, base.add(at), piece.len);
+                } else {
+                    std::ptr::copy_nonoverlapping(base.add(at), piece.ptr, piece.len);
+                }
+            }
+            at += piece.len;
+        }
+        // SAFETY: `mapped` came from the map above.
+        let unmap = unsafe {
+            cl3::command_queue::enqueue_unmap_mem_object(
+                queue.queue.0,
+                mem.raw,
+                mapped as *mut _,
+                0,
+                std::ptr::null(),
+            )
+        }
+        .map_err(Status)?;
+        cl3::event::wait_for_events(&[unmap]).map_err(Status)?;
+        Ok(unmap)
+    }
+
+    pub(super) fn write_buffer(
+        &mut self,
+        m: &EnqueueWriteBuffer,
+        io: &mut GuestIo,
+    ) -> Result<(), Status> {
+        let queue = self.queue(m.queue)?;
+        let mem = self.mem(m.mem)?;
+        Self::check_range(&mem, m.offset, m.data.len)?;
+        let wait = self.wait_list(&m.wait)?;
+        let pieces = io.out_slices(m.data)?;
+        let event = self.transfer(&queue, &mem, m.offset, &pieces, &wait, true)?;
+        self.keep_event(m.event, event)
+    }
+
+    pub(super) fn read_buffer(
+        &mut self,
+        m: &EnqueueReadBuffer,
+        io: &mut GuestIo,
+    ) -> Result<(), Status> {
+        let queue = self.queue(m.queue)?;
+        let mem = self.mem(m.mem)?;
+        Self::check_range(&mem, m.offset, m.data.len)?;
+        let wait = self.wait_list(&m.wait)?;
+        let pieces = io.in_slices(m.data)?;
+        let event = self.transfer(&queue, &mem, m.offset, &pieces, &wait, false)?;
+        self.keep_event(m.event, event)
+    }
+
+    /// The guest side of a rect transfer as one contiguous host area: the
+    /// piece itself when the guest memory is contiguous, else a copy.
+    fn rect_host_area(
+        io: &GuestIo,
+        pieces: &[Segment],
+        data: DataRef,
+        staging: &mut Vec<u8>,
+        read: bool,
+    ) -> Result<*mut u8, Status> {
+        if let [only] = pieces {
+            return Ok(only.ptr);
+        }
+        staging.resize(to_usize(data.len)?, 0);
+        if read {
+            io.out.read(data.offset, staging)?;
+        }
+        Ok(staging.as_mut_ptr())
+    }
+
+    pub(super) fn write_buffer_rect(
+        &mut self,
+        m: &EnqueueWriteBufferRect,
+        io: &mut GuestIo,
+    ) -> Result<(), Status> {
+        let queue = self.queue(m.queue)?;
+        let mem = self.mem(m.mem)?;
+        let needed = rect_extent(
+            &m.host_origin,
+            &m.region,
+            m.host_row_pitch,
+            m.host_slice_pitch,
+        )?;
+        if needed > m.data.len {
+            return Err(Status::INVALID_VALUE);
+        }
+        let wait = self.wait_list(&m.wait)?;
+        let pieces = io.out_slices(m.data)?;
+        let mut staging = Vec::new();
+        let host = Self::rect_host_area(io, &pieces, m.data, &mut staging, true)?;
+        // SAFETY: `host` spans `data.len >= needed` bytes, the most the
+        // host-side geometry can touch; the call is blocking.
+        let event = unsafe {
+            cl3::command_queue::enqueue_write_buffer_rect(
+                queue.queue.0,
+                mem.raw,
+                CL_BLOCKING,
+                sizes3(&m.buffer_origin)?.as_ptr(),
+                sizes3(&m.host_origin)?.as_ptr(),
+                sizes3(&m.region)?.as_ptr(),
+                to_usize(m.buffer_row_pitch)?,
+                to_usize(m.buffer_slice_pitch)?,
+                to_usize(m.host_row_pitch)?,
+                to_usize(m.host_slice_pitch)?,
+                host as *const _,
+                wait.len(),
+                wait.ptr(),
+            )
+        }
+        .map_err(Status)?;
+        self.keep_event(m.event, event)
+    }
+
+    pub(super) fn read_buffer_rect(
+        &mut self,
+        m: &EnqueueReadBufferRect,
+        io: &mut GuestIo,
+    ) -> Result<(), Status> {
+        let queue = self.queue(m.queue)?;
+        let mem = self.mem(m.mem)?;
+        let needed = rect_extent(
+            &m.host_origin,
+            &m.region,
+            m.host_row_pitch,
+            m.host_slice_pitch,
+        )?;
+        if needed > m.data.len {
+            return Err(Status::INVALID_VALUE);
+        }
+        let wait = self.wait_list(&m.wait)?;
+        let pieces = io.in_slices(m.data)?;
+        let mut staging = Vec::new();
+        // Bytes the rect skips must keep the guest's values: read them first.
+        let host = if pieces.len() == 1 {
+            pieces[0].ptr
+        } else {
+            staging.resize(to_usize(m.data.len)?, 0);
+            io.in_.read(m.data.offset, &mut staging)?;
+            staging.as_mut_ptr()
+        };
+        // SAFETY: as in `write_buffer_rect`.
+        let event = unsafe {
+            cl3::command_queue::enqueue_read_buffer_rect(
+                queue.queue.0,
+                mem.raw,
+                CL_BLOCKING,
+                sizes3(&m.buffer_origin)?.as_ptr(),
+                sizes3(&m.host_origin)?.as_ptr(),
+                sizes3(&m.region)?.as_ptr(),
+                to_usize(m.buffer_row_pitch)?,
+                to_usize(m.buffer_slice_pitch)?,
+                to_usize(m.host_row_pitch)?,
+                to_usize(m.host_slice_pitch)?,
+                host as *mut _,
+                wait.len(),
+                wait.ptr(),
+            )
+        }
+        .map_err(Status)?;
+        if pieces.len() != 1 {
+            io.in_.write(m.data.offset, &staging)?;
+        }
+        self.keep_event(m.event, event)
+    }
+
+    pub(super) fn copy_buffer(&mut self, m: &EnqueueCopyBuffer) -> Result<(), Status> {
+        let queue = self.queue(m.queue)?;
+        let (src, dst) = (self.mem(m.src)?, self.mem(m.dst)?);
+        let wait = self.wait_list(&m.wait)?;
+        // SAFETY: live objects; OpenCL checks the ranges against the buffers.
+        let event = unsafe {
+            cl3::command_queue::enqueue_copy_buffer(
+                queue.queue.0,
+                src.raw,
+                dst.raw,
+                to_usize(m.src_offset)?,
+                to_usize(m.dst_offset)?,
+                to_usize(m.size)?,
+                wait.len(),
+                wait.ptr(),
+            )
+        }
+        .map_err(Status)?;
+        self.keep_event(m.event, event)
+    }
+
+    pub(super) fn fill_buffer(&mut self, m: &EnqueueFillBuffer) -> Result<(), Status> {
+        let queue = self.queue(m.queue)?;
+        let mem = self.mem(m.mem)?;
+        let wait = self.wait_list(&m.wait)?;
+        if m.pattern.is_empty() {
+            return Err(Status::INVALID_VALUE);
+        }
+        // SAFETY: the pattern outlives the call (OpenCL copies it).
+        let event = unsafe {
+            cl3::command_queue::enqueue_fill_buffer(
+                queue.queue.0,
+                mem.raw,
+                m.pattern.as_ptr() as *const _,
+                m.pattern.len(),
+                to_usize(m.offset)?,
+                to_usize(m.size)?,
+                wait.len(),
+                wait.ptr(),
+            )
+        }
+        .map_err(Status)?;
+        self.keep_event(m.event, event)
+    }
+
+    pub(super) fn copy_buffer_rect(&mut self, m: &EnqueueCopyBufferRect) -> Result<(), Status> {
+        let queue = self.queue(m.queue)?;
+        let (src, dst) = (self.mem(m.src)?, self.mem(m.dst)?);
+        let wait = self.wait_list(&m.wait)?;
+        // SAFETY: device-side copy between live buffers; OpenCL checks the
+        // geometry against both.
+        let event = unsafe {
+            cl3::command_queue::enqueue_copy_buffer_rect(
+                queue.queue.0,
+                src.raw,
+                dst.raw,
+                sizes3(&m.src_origin)?.as_ptr(),
+                sizes3(&m.dst_origin)?.as_ptr(),
+                sizes3(&m.region)?.as_ptr(),
+                to_usize(m.src_row_pitch)?,
+                to_usize(m.src_slice_pitch)?,
+                to_usize(m.dst_row_pitch)?,
+                to_usize(m.dst_slice_pitch)?,
+                wait.len(),
+                wait.ptr(),
+            )
+        }
+        .map_err(Status)?;
+        self.keep_event(m.event, event)
+    }
+
+    pub(super) fn nd_range(&mut self, m: &EnqueueNdRange) -> Result<(), Status> {
+        if !(1..=3).contains(&m.work_dim) {
+            return Err(Status::INVALID_WORK_DIMENSION);
+        }
+        let queue = self.queue(m.queue)?;
+        let kernel = self.kernels.get(m.kernel)?.clone();
+        let wait = self.wait_list(&m.wait)?;
+        let dims = m.work_dim as usize;
+        let offset = sizes3(&m.offset)?;
+        let global = sizes3(&m.global)?;
+        let local = sizes3(&m.local)?;
+        let local_ptr = if local[..dims].iter().all(|&l| l == 0) {
+            std::ptr::null()
+        } else {
+            local.as_ptr()
+        };
+        let offset_ptr = if offset[..dims].iter().all(|&o| o == 0) {
+            std::ptr::null()
+        } else {
+            offset.as_ptr()
+        };
+        // SAFETY: the arrays hold 3 elements, at least `work_dim`; the kernel
+        // and the buffers its arguments name are held alive by the session.
+        let event = unsafe {
+            cl3::command_queue::enqueue_nd_range_kernel(
+                queue.queue.0,
+                kernel.raw,
+                m.work_dim,
+                offset_ptr,
+                global.as_ptr(),
+                local_ptr,
+                wait.len(),
+                wait.ptr(),
+            )
+        }
+        .map_err(Status)?;
+        self.keep_event(m.event, event)
+    }
+
+    pub(super) fn marker(
+        &mut self,
+        queue: u64,
+        wait: &[u64],
+        event: u64,
+        barrier: bool,
+    ) -> Result<(), Status> {
+        let queue = self.queue(queue)?;
+        let wait = self.wait_list(wait)?;
+        // SAFETY: the wait list holds live events for the call.
+        let raw = unsafe {
+            if barrier {
+                cl3::command_queue::enqueue_barrier_with_wait_list(
+                    queue.queue.0,
+                    wait.len(),
+                    wait.ptr(),
+                )
+            } else {
+                cl3::command_queue::enqueue_marker_with_wait_list(
+                    queue.queue.0,
+                    wait.len(),
+                    wait.ptr(),
+                )
+            }
+        }
+        .map_err(Status)?;
+        self.keep_event(event, raw)
+    }
+
+    pub(super) fn flush(&mut self, queue: u64) -> Result<(), Status> {
+        cl3::command_queue::flush(self.queue(queue)?.queue.0).map_err(Status)
+    }
+
+    pub(super) fn finish(&mut self, queue: u64) -> Result<(), Status> {
+        cl3::command_queue::finish(self.queue(queue)?.queue.0).map_err(Status)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rect_extent;
+
+    #[test]
+    fn rect_extent_follows_pitches() {
+        assert_eq!(rect_extent(&[0, 0, 0], &[4, 2, 1], 0, 0), Ok(8));
+        assert_eq!(rect_extent(&[1, 1, 0], &[2, 2, 1], 8, 0), Ok(1 + 8 + 8 + 2));
+    }
+
+    #[test]
+    fn rect_extent_rejects_overflow_and_empty_regions() {
+        assert!(rect_extent(&[u64::MAX, 0, 0], &[2, 1, 1], 0, 0).is_err());
+        assert!(rect_extent(&[0, 0, 0], &[0, 1, 1], 0, 0).is_err());
+        assert!(rect_extent(&[0, 0, u64::MAX / 2], &[1, 1, 4], 0, 1 << 40).is_err());
+    }
+}

@@ -1,0 +1,140 @@
+//! The OpenCL executor: runs every call on a real OpenCL device through the
+//! ICD loader (PoCL on CPUs, NVIDIA OpenCL on GPUs).
+
+mod commands;
+mod info;
+mod objects;
+mod session;
+
+use cl3::types::{cl_device_id, cl_platform_id};
+
+use super::{ExecSession, Executor};
+
+pub use session::OpenClSession;
+
+/// Which OpenCL device to serve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceSelector {
+    /// The first device of the first platform that has one.
+    First,
+    /// `opencl:<platform-index>:<device-index>`.
+    Index { platform: usize, device: usize },
+    /// `opencl:<name-substring>`: the first device whose name contains it.
+    Name(String),
+}
+
+impl std::fmt::Display for DeviceSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceSelector::First => write!(f, "opencl"),
+            DeviceSelector::Index { platform, device } => write!(f, "opencl:{platform}:{device}"),
+            DeviceSelector::Name(name) => write!(f, "opencl:{name}"),
+        }
+    }
+}
+
+/// Why no device could be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenClError {
+    #[error("cannot load the OpenCL ICD loader (libOpenCL.so.1)")]
+    NoLoader,
+    #[error("OpenCL call {call} failed with {code}")]
+    Call { call: &'static str, code: i32 },
+    #[error("no OpenCL device matches {0}; devices found: {1}")]
+    NoMatch(DeviceSelector, String),
+}
+
+/// One OpenCL device, shared by every VM this daemon serves.
+#[derive(Debug)]
+pub struct OpenClExecutor {
+    pub platform: cl_platform_id,
+    pub device: cl_device_id,
+    name: String,
+}
+
+// SAFETY: platform and device ids are immutable, thread-safe OpenCL handles.
+unsafe impl Send for OpenClExecutor {}
+// SAFETY: as above.
+unsafe impl Sync for OpenClExecutor {}
+
+fn info_string(bytes: Vec<u8>) -> String {
+    String::from_utf8_lossy(&bytes)
+        .trim_end_matches('\0')
+        .to_string()
+}
+
+/// One device as found: (platform index, device index, platform, device, name).
+type FoundDevice = (usize, usize, cl_platform_id, cl_device_id, String);
+
+/// Every device of every platform.
+fn all_devices() -> Result<Vec<FoundDevice>, OpenClError> {
+    if !cl3::is_opencl_runtime_available() {
+        return Err(OpenClError::NoLoader);
+    }
+    let platforms = cl3::platform::get_platform_ids().map_err(|code| OpenClError::Call {
+        call: "clGetPlatformIDs",
+        code,
+    })?;
+    let mut out = Vec::new();
+    for (pi, platform) in platforms.into_iter().enumerate() {
+        // A platform without devices answers CL_DEVICE_NOT_FOUND: skip it.
+        let devices = cl3::device::get_device_ids(platform, cl3::device::CL_DEVICE_TYPE_ALL)
+            .unwrap_or_default();
+        for (di, device) in devices.into_iter().enumerate() {
+            let name = cl3::device::get_device_data(device, cl3::device::CL_DEVICE_NAME)
+                .map(info_string)
+                .unwrap_or_default();
+            out.push((pi, di, platform, device, name));
+        }
+    }
+    Ok(out)
+}
+
+impl OpenClExecutor {
+    pub fn open(selector: &DeviceSelector) -> Result<OpenClExecutor, OpenClError> {
+        let devices = all_devices()?;
+        let found = devices.iter().find(|(pi, di, _, _, name)| match selector {
+            DeviceSelector::First => true,
+            DeviceSelector::Index { platform, device } => pi == platform && di == device,
+            DeviceSelector::Name(part) => name.contains(part.as_str()),
+        });
+        match found {
+            Some((_, _, platform, device, name)) => Ok(OpenClExecutor {
+                platform: *platform,
+                device: *device,
+                name: name.clone(),
+            }),
+            None => {
+                let list = devices
+                    .iter()
+                    .map(|(pi, di, _, _, name)| format!("opencl:{pi}:{di} ({name})"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let list = if list.is_empty() {
+                    "none".to_string()
+                } else {
+                    list
+                };
+                Err(OpenClError::NoMatch(selector.clone(), list))
+            }
+        }
+    }
+
+    /// Human-readable list of every device, for `--list-devices`.
+    pub fn list() -> Result<Vec<String>, OpenClError> {
+        Ok(all_devices()?
+            .into_iter()
+            .map(|(pi, di, _, _, name)| format!("opencl:{pi}:{di}\t{name}"))
+            .collect())
+    }
+}
+
+impl Executor for OpenClExecutor {
+    fn describe(&self) -> String {
+        format!("OpenCL: {}", self.name)
+    }
+
+    fn open_session(&self) -> Box<dyn ExecSession> {
+        Box::new(OpenClSession::new(self.platform, self.device))
+    }
+}

@@ -1,0 +1,11 @@
+//! `vgpu-backend`: a vhost-user back-end that runs a VM's OpenCL calls on
+//! this host's device, each VM's objects under the guest's own handles.
+
+pub mod chain;
+pub mod config;
+pub mod control;
+pub mod device;
+pub mod executor;
+pub mod handles;
+pub mod server;
+pub mod vgpu;

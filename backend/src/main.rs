@@ -1,0 +1,51 @@
+use std::process::ExitCode;
+
+use clap::Parser;
+use vgpu_backend::config::{Args, Config};
+use vgpu_backend::executor::opencl::OpenClExecutor;
+use vgpu_backend::server;
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if args.print_capabilities {
+        println!("{}", server::capabilities_json());
+        return ExitCode::SUCCESS;
+    }
+    if args.list_devices {
+        return match OpenClExecutor::list() {
+            Ok(devices) => {
+                devices.iter().for_each(|d| println!("{d}"));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("vgpu-backend: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let config = match Config::try_from(args) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("vgpu-backend: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    env_logger::Builder::new()
+        .filter_level(config.log_level)
+        .parse_env("RUST_LOG")
+        .format_timestamp_micros()
+        .init();
+    match server::run(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let mut message = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                message.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            eprintln!("vgpu-backend: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

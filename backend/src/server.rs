@@ -1,0 +1,179 @@
+//! Accepts front-ends on the vhost-user socket (one vGPU each, served
+//! concurrently), and shuts down cleanly on SIGINT/SIGTERM.
+
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use vhost::vhost_user::Listener;
+use vhost_user_backend::VhostUserDaemon;
+use vm_memory::GuestMemoryAtomic;
+
+use crate::chain::GuestRam;
+use crate::config::Config;
+use crate::device::VgpuDevice;
+use crate::executor::opencl::{OpenClError, OpenClExecutor};
+use crate::executor::Executor;
+use crate::vgpu::{Vgpu, VgpuStats};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot open the OpenCL device")]
+    Device(#[source] OpenClError),
+    #[error("cannot listen on {0}")]
+    Listen(PathBuf, #[source] vhost::vhost_user::Error),
+    #[error("cannot start the control socket {0}")]
+    Control(PathBuf, #[source] std::io::Error),
+    #[error("cannot set up signal handling")]
+    Signals(#[source] std::io::Error),
+    #[error("vhost-user daemon failed: {0}")]
+    Daemon(String),
+    #[error("cannot create the device")]
+    Device2(#[source] std::io::Error),
+}
+
+/// The front-ends currently connected.
+#[derive(Default)]
+pub struct Registry {
+    next_id: std::sync::atomic::AtomicU64,
+    vms: Mutex<Vec<(u64, Weak<Vgpu>)>>,
+    shutdowns: Mutex<Vec<vhost_user_backend::ShutdownHandle>>,
+}
+
+impl Registry {
+    fn add(&self, vgpu: &Arc<Vgpu>) -> u64 {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut vms = self.vms.lock().unwrap_or_else(|e| e.into_inner());
+        vms.retain(|(_, w)| w.strong_count() > 0);
+        vms.push((id, Arc::downgrade(vgpu)));
+        id
+    }
+
+    /// Live vGPUs with their ids and statistics.
+    pub fn snapshot(&self) -> Vec<(u64, VgpuStats)> {
+        let vms = self.vms.lock().unwrap_or_else(|e| e.into_inner());
+        vms.iter()
+            .filter_map(|(id, w)| w.upgrade().map(|v| (*id, v.stats())))
+            .collect()
+    }
+}
+
+/// What `--print-capabilities` prints (libvirt's vhost-user.json protocol).
+pub fn capabilities_json() -> String {
+    r#"{"type": "vgpu", "features": ["opencl"]}"#.to_string()
+}
+
+static SHUTDOWN: AtomicBool = AtomicBool::new(false);
+
+/// Blocks SIGINT and SIGTERM in every thread and waits for them on one.
+fn spawn_signal_thread(socket: PathBuf, registry: Arc<Registry>) -> std::io::Result<()> {
+    // SAFETY: a zeroed sigset_t is valid storage for sigemptyset to fill.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is valid; the calls only change this thread's mask,
+    // before any other thread exists, so every later thread inherits it.
+    let rc = unsafe {
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut())
+    };
+    if rc != 0 {
+        return Err(std::io::Error::from_raw_os_error(rc));
+    }
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let mut signal = 0;
+            // SAFETY: `set` and `signal` are valid for the call.
+            while unsafe { libc::sigwait(&set, &mut signal) } != 0 {}
+            log::info!("signal {signal}: shutting down");
+            SHUTDOWN.store(true, Ordering::SeqCst);
+            for handle in registry
+                .shutdowns
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .drain(..)
+            {
+                handle.shutdown();
+            }
+            // Wake the accept loop.
+            let _ = UnixStream::connect(&socket);
+        })?;
+    Ok(())
+}
+
+pub fn run(config: Config) -> Result<(), ServerError> {
+    let registry = Arc::new(Registry::default());
+    spawn_signal_thread(config.socket.clone(), registry.clone()).map_err(ServerError::Signals)?;
+    let executor: Arc<dyn Executor> =
+        Arc::new(OpenClExecutor::open(&config.device).map_err(ServerError::Device)?);
+    log::info!("serving {}", executor.describe());
+    if let Some(path) = &config.control {
+        crate::control::spawn(path, registry.clone(), executor.describe())
+            .map_err(|e| ServerError::Control(path.clone(), e))?;
+    }
+    let mut listener = Listener::new(&config.socket, true)
+        .map_err(|e| ServerError::Listen(config.socket.clone(), e))?;
+    log::info!("listening on {}", config.socket.display());
+    let result = accept_loop(&mut listener, &executor, &registry);
+    remove_socket(&config.socket);
+    if let Some(path) = &config.control {
+        remove_socket(path);
+    }
+    result
+}
+
+fn remove_socket(path: &Path) {
+    if let Err(e) = std::fs::remove_file(path) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            log::warn!("cannot remove {}: {e}", path.display());
+        }
+    }
+}
+
+fn accept_loop(
+    listener: &mut Listener,
+    executor: &Arc<dyn Executor>,
+    registry: &Arc<Registry>,
+) -> Result<(), ServerError> {
+    while !SHUTDOWN.load(Ordering::SeqCst) {
+        let vgpu = Vgpu::new(executor.clone());
+        let device = VgpuDevice::new(vgpu.clone()).map_err(ServerError::Device2)?;
+        let memory = GuestMemoryAtomic::new(GuestRam::new());
+        let mut daemon = VhostUserDaemon::new("vgpu-backend".into(), device.clone(), memory)
+            .map_err(|e| ServerError::Daemon(e.to_string()))?;
+        daemon
+            .start(listener)
+            .map_err(|e| ServerError::Daemon(e.to_string()))?;
+        if SHUTDOWN.load(Ordering::SeqCst) {
+            break;
+        }
+        let id = registry.add(&vgpu);
+        if let Some(handle) = daemon.shutdown_handle() {
+            registry
+                .shutdowns
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(handle);
+        }
+        log::info!("front-end {id} connected");
+        drop(vgpu);
+        let spawned = std::thread::Builder::new()
+            .name(format!("frontend-{id}"))
+            .spawn(move || {
+                if let Err(e) = daemon.wait() {
+                    log::warn!("front-end {id}: {e}");
+                }
+                for handler in daemon.get_epoll_handlers() {
+                    handler.send_exit_event();
+                }
+                device.signal_exit();
+                log::info!("front-end {id} disconnected; its vGPU is released");
+            });
+        if let Err(e) = spawned {
+            log::error!("cannot serve a front-end: {e}");
+        }
+    }
+    Ok(())
+}
