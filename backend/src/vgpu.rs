@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use vgpu_protocol::frame::{ReplyBuilder, PROTOCOL_VERSION};
+use vgpu_protocol::frame::{scan_opcodes, ReplyBuilder, PROTOCOL_VERSION};
 use vgpu_protocol::limits::{MAX_REPLY_LEN, MAX_REQUEST_LEN};
 use vgpu_protocol::messages::{SessionOpened, SessionStatsReply};
 use vgpu_protocol::{decode, opcode, Request, Status, Wire};
@@ -81,8 +81,9 @@ impl Vgpu {
                 return complete(chain, reply, done);
             }
         };
-        let opens = first_opcode(&chain.request) == Some(opcode::OpenSession);
-        let closes = batch_closes(&chain.request);
+        let opcodes = scan_opcodes(&chain.request);
+        let opens = opcodes.first() == Some(&opcode::OpenSession);
+        let closes = opcodes.contains(&opcode::CloseSession);
         let mut sessions = self.sessions();
         if !sessions.contains_key(&header.session) {
             if !opens {
@@ -247,20 +248,4 @@ fn complete(chain: ResolvedChain, reply: Vec<u8>, done: Completion) {
         written as u64
     };
     done(chain.head, u32::try_from(used).unwrap_or(u32::MAX));
-}
-
-fn first_opcode(request: &[u8]) -> Option<u32> {
-    let at = vgpu_protocol::frame::BATCH_HEADER_LEN;
-    request
-        .get(at..at + 4)
-        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-}
-
-fn batch_closes(request: &[u8]) -> bool {
-    decode(request).is_ok_and(|batch| {
-        batch
-            .messages
-            .iter()
-            .any(|m| m.opcode == opcode::CloseSession)
-    })
 }

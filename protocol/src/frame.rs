@@ -119,6 +119,29 @@ pub fn decode(bytes: &[u8]) -> Result<Batch, DecodeError> {
     Ok(Batch { header, messages })
 }
 
+/// The opcodes of a request stream's messages, without decoding payloads;
+/// stops at the first framing error.
+pub fn scan_opcodes(bytes: &[u8]) -> Vec<u32> {
+    let Ok(header) = BatchHeader::decode(bytes) else {
+        return Vec::new();
+    };
+    let mut r = Reader::new(bytes.get(BATCH_HEADER_LEN..).unwrap_or_default());
+    let mut opcodes = Vec::new();
+    for _ in 0..header.count {
+        let Ok(opcode) = r.u32() else { break };
+        let Ok(len) = r.take(12).and_then(|_| r.u32()).and_then(|len| r.u32().map(|_| len)) else {
+            break;
+        };
+        opcodes.push(opcode);
+        let len = len as usize;
+        if r.take(len).is_err() {
+            break;
+        }
+        let _ = r.take(padding8(len).min(r.remaining()));
+    }
+    opcodes
+}
+
 /// Builds a request stream (guest side).
 #[derive(Debug)]
 pub struct BatchBuilder {

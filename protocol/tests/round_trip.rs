@@ -123,3 +123,15 @@ fn reply_round_trips_and_marks_truncation() {
     assert_eq!(parsed.records[0].payload, b"abc");
     assert_eq!(parsed.records[1].status, Status::OUT_OF_RESOURCES);
 }
+
+#[test]
+fn scan_opcodes_lists_messages_without_decoding() {
+    let mut builder = BatchBuilder::new(0);
+    for (seq, req) in sample_requests().iter().enumerate() {
+        builder.push(seq as u64, req);
+    }
+    let bytes = builder.finish(1, 64);
+    let expected: Vec<u32> = sample_requests().iter().map(Request::opcode).collect();
+    assert_eq!(vgpu_protocol::frame::scan_opcodes(&bytes), expected);
+    assert!(vgpu_protocol::frame::scan_opcodes(&bytes[..10]).is_empty());
+}
