@@ -138,7 +138,7 @@ fn accept_loop(
     registry: &Arc<Registry>,
 ) -> Result<(), ServerError> {
     while !SHUTDOWN.load(Ordering::SeqCst) {
-        let vgpu = Vgpu::new(executor.clone());
+        let vgpu = Vgpu::new(vec![executor.clone()]);
         let device = VgpuDevice::new(vgpu.clone()).map_err(ServerError::Device2)?;
         let memory = GuestMemoryAtomic::new(GuestRam::new());
         let mut daemon = VhostUserDaemon::new("vgpu-backend".into(), device.clone(), memory)

@@ -40,14 +40,15 @@ pub struct VgpuStats {
 }
 
 pub struct Vgpu {
-    executor: Arc<dyn Executor>,
+    executors: Vec<Arc<dyn Executor>>,
     sessions: Mutex<HashMap<u64, SessionWorker>>,
 }
 
 impl Vgpu {
-    pub fn new(executor: Arc<dyn Executor>) -> Arc<Vgpu> {
+    /// A vGPU whose calls go to the first executor that serves their opcode.
+    pub fn new(executors: Vec<Arc<dyn Executor>>) -> Arc<Vgpu> {
         Arc::new(Vgpu {
-            executor,
+            executors,
             sessions: Mutex::new(HashMap::new()),
         })
     }
@@ -120,7 +121,7 @@ impl Vgpu {
 
     fn spawn_worker(self: &Arc<Self>, session_id: u64) -> SessionWorker {
         let (tx, rx) = mpsc::channel::<Job>();
-        let session = self.executor.open_session();
+        let session = ExecSessions::open(&self.executors);
         let abort = session.aborter();
         let counts = Arc::new(Mutex::new(session.object_counts()));
         let worker_counts = counts.clone();
@@ -170,8 +171,52 @@ impl Drop for Vgpu {
     }
 }
 
+/// One session's part on each executor.
+struct ExecSessions {
+    executors: Vec<Arc<dyn Executor>>,
+    sessions: Vec<Box<dyn ExecSession>>,
+}
+
+impl ExecSessions {
+    fn open(executors: &[Arc<dyn Executor>]) -> ExecSessions {
+        ExecSessions {
+            executors: executors.to_vec(),
+            sessions: executors.iter().map(|e| e.open_session()).collect(),
+        }
+    }
+
+    fn execute(
+        &mut self,
+        request: &Request,
+        io: &mut crate::chain::GuestIo,
+    ) -> Result<Vec<u8>, Status> {
+        let opcode = request.opcode();
+        match self.executors.iter().position(|e| e.serves(opcode)) {
+            Some(i) => self.sessions[i].execute(request, io),
+            // No device of that API on this host (e.g. CUDA calls on a
+            // host without a GPU).
+            None => Err(Status::DEVICE_NOT_AVAILABLE),
+        }
+    }
+
+    fn object_counts(&self) -> Vec<u64> {
+        let mut total = vec![0u64; vgpu_protocol::ObjectKind::ALL.len()];
+        for session in &self.sessions {
+            for (t, n) in total.iter_mut().zip(session.object_counts()) {
+                *t += n;
+            }
+        }
+        total
+    }
+
+    fn aborter(&self) -> Box<dyn Fn() + Send + Sync> {
+        let aborters: Vec<_> = self.sessions.iter().map(|s| s.aborter()).collect();
+        Box::new(move || aborters.iter().for_each(|abort| abort()))
+    }
+}
+
 struct SessionState {
-    exec: Box<dyn ExecSession>,
+    exec: ExecSessions,
     opened: bool,
     closed: bool,
 }

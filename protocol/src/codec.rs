@@ -62,7 +62,10 @@ impl<'a> Reader<'a> {
     pub fn length(&mut self, max: u32) -> Result<usize, DecodeError> {
         let len = self.u32()?;
         if len > max {
-            return Err(DecodeError::TooLong { len: len as u64, max: max as u64 });
+            return Err(DecodeError::TooLong {
+                len: len as u64,
+                max: max as u64,
+            });
         }
         Ok(len as usize)
     }
@@ -218,7 +221,10 @@ impl Field for DataRef {
         let offset = r.u64()?;
         let len = r.u64()?;
         if len > crate::limits::MAX_DATA_LEN {
-            return Err(DecodeError::TooLong { len, max: crate::limits::MAX_DATA_LEN });
+            return Err(DecodeError::TooLong {
+                len,
+                max: crate::limits::MAX_DATA_LEN,
+            });
         }
         Ok(DataRef { offset, len })
     }
@@ -231,7 +237,13 @@ mod tests {
     #[test]
     fn reader_rejects_reads_past_end() {
         let mut r = Reader::new(&[1, 2, 3]);
-        assert!(matches!(r.u32(), Err(DecodeError::Truncated { needed: 4, available: 3 })));
+        assert!(matches!(
+            r.u32(),
+            Err(DecodeError::Truncated {
+                needed: 4,
+                available: 3
+            })
+        ));
     }
 
     #[test]
@@ -239,7 +251,10 @@ mod tests {
         let mut w = Writer::new();
         w.u32(MAX_LIST_LEN + 1);
         let mut r = Reader::new(&w.bytes);
-        assert!(matches!(Vec::<u64>::get(&mut r), Err(DecodeError::TooLong { .. })));
+        assert!(matches!(
+            Vec::<u64>::get(&mut r),
+            Err(DecodeError::TooLong { .. })
+        ));
     }
 
     #[test]
@@ -248,7 +263,10 @@ mod tests {
         w.u32(1000);
         w.u64(7);
         let mut r = Reader::new(&w.bytes);
-        assert!(matches!(Vec::<u64>::get(&mut r), Err(DecodeError::Truncated { .. })));
+        assert!(matches!(
+            Vec::<u64>::get(&mut r),
+            Err(DecodeError::Truncated { .. })
+        ));
     }
 
     #[test]

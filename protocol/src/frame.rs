@@ -101,7 +101,9 @@ pub struct Batch {
 pub fn decode(bytes: &[u8]) -> Result<Batch, DecodeError> {
     let header = BatchHeader::decode(bytes)?;
     if header.request_len as usize != bytes.len() {
-        return Err(DecodeError::BadHeader("request_len differs from the stream length"));
+        return Err(DecodeError::BadHeader(
+            "request_len differs from the stream length",
+        ));
     }
     let mut r = Reader::new(&bytes[BATCH_HEADER_LEN..]);
     let mut messages = Vec::with_capacity(header.count as usize);
@@ -113,7 +115,12 @@ pub fn decode(bytes: &[u8]) -> Result<Batch, DecodeError> {
         let _reserved = r.u32()?;
         let payload = r.take(payload_len)?;
         r.take(padding8(payload_len).min(r.remaining()))?;
-        messages.push(Message { opcode, flags, seq, body: Request::decode(opcode, payload) });
+        messages.push(Message {
+            opcode,
+            flags,
+            seq,
+            body: Request::decode(opcode, payload),
+        });
     }
     r.finish()?;
     Ok(Batch { header, messages })
@@ -129,7 +136,11 @@ pub fn scan_opcodes(bytes: &[u8]) -> Vec<u32> {
     let mut opcodes = Vec::new();
     for _ in 0..header.count {
         let Ok(opcode) = r.u32() else { break };
-        let Ok(len) = r.take(12).and_then(|_| r.u32()).and_then(|len| r.u32().map(|_| len)) else {
+        let Ok(len) = r
+            .take(12)
+            .and_then(|_| r.u32())
+            .and_then(|len| r.u32().map(|_| len))
+        else {
             break;
         };
         opcodes.push(opcode);
@@ -152,7 +163,11 @@ pub struct BatchBuilder {
 
 impl BatchBuilder {
     pub fn new(flags: u16) -> Self {
-        BatchBuilder { body: Writer::new(), count: 0, flags }
+        BatchBuilder {
+            body: Writer::new(),
+            count: 0,
+            flags,
+        }
     }
 
     pub fn len(&self) -> u32 {
@@ -263,7 +278,11 @@ impl ReplyBuilder {
         let mut header = Writer::new();
         header.u32(REPLY_MAGIC);
         header.u16(PROTOCOL_VERSION);
-        header.u16(if self.truncated { REPLY_FLAG_TRUNCATED } else { 0 });
+        header.u16(if self.truncated {
+            REPLY_FLAG_TRUNCATED
+        } else {
+            0
+        });
         header.u32(self.count);
         header.u32(self.w.bytes.len() as u32);
         header.i32(self.status.0);
@@ -319,7 +338,16 @@ pub fn decode_reply(bytes: &[u8]) -> Result<Reply, DecodeError> {
         let _reserved = r.u32()?;
         let payload = r.take(len)?.to_vec();
         r.take(padding8(len).min(r.remaining()))?;
-        records.push(ReplyRecord { opcode, status, seq, payload });
+        records.push(ReplyRecord {
+            opcode,
+            status,
+            seq,
+            payload,
+        });
     }
-    Ok(Reply { truncated: flags & REPLY_FLAG_TRUNCATED != 0, status, records })
+    Ok(Reply {
+        truncated: flags & REPLY_FLAG_TRUNCATED != 0,
+        status,
+        records,
+    })
 }

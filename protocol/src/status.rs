@@ -134,7 +134,10 @@ mod tests {
     #[test]
     fn status_names_match_opencl_codes() {
         assert_eq!(Status(-30), Status::INVALID_VALUE);
-        assert_eq!(Status::INVALID_KERNEL_ARGS.name(), Some("INVALID_KERNEL_ARGS"));
+        assert_eq!(
+            Status::INVALID_KERNEL_ARGS.name(),
+            Some("INVALID_KERNEL_ARGS")
+        );
         assert_eq!(format!("{}", Status(-1000)), "Status(-1000)");
         assert!(Status::SUCCESS.result().is_ok());
         assert_eq!(Status::INVALID_EVENT.result(), Err(Status::INVALID_EVENT));

@@ -4,12 +4,43 @@ use vgpu_protocol::*;
 
 fn sample_requests() -> Vec<Request> {
     vec![
-        OpenSession { min_version: 1, max_version: 1, flags: 0 }.into(),
-        CreateContext { context: 1, properties: vec![] }.into(),
-        CreateBuffer { mem: 7, context: 1, flags: 1, size: 4096, init: DataRef { offset: 0, len: 4096 } }
-            .into(),
-        CreateProgramWithSource { program: 3, context: 1, source: b"kernel void k(){}".to_vec() }.into(),
-        SetKernelArg { kernel: 4, index: 0, arg_kind: 2, size: 8, value: vec![], handle: 7 }.into(),
+        OpenSession {
+            min_version: 1,
+            max_version: 1,
+            flags: 0,
+        }
+        .into(),
+        CreateContext {
+            context: 1,
+            properties: vec![],
+        }
+        .into(),
+        CreateBuffer {
+            mem: 7,
+            context: 1,
+            flags: 1,
+            size: 4096,
+            init: DataRef {
+                offset: 0,
+                len: 4096,
+            },
+        }
+        .into(),
+        CreateProgramWithSource {
+            program: 3,
+            context: 1,
+            source: b"kernel void k(){}".to_vec(),
+        }
+        .into(),
+        SetKernelArg {
+            kernel: 4,
+            index: 0,
+            arg_kind: 2,
+            size: 8,
+            value: vec![],
+            handle: 7,
+        }
+        .into(),
         EnqueueNdRange {
             queue: 2,
             kernel: 4,
@@ -67,7 +98,10 @@ fn unknown_opcode_spoils_only_its_message() {
     // First message's opcode sits right after the batch header.
     bytes[BATCH_HEADER_LEN..BATCH_HEADER_LEN + 4].copy_from_slice(&0x7777u32.to_le_bytes());
     let batch = decode(&bytes).unwrap();
-    assert_eq!(batch.messages[0].body, Err(DecodeError::UnknownOpcode(0x7777)));
+    assert_eq!(
+        batch.messages[0].body,
+        Err(DecodeError::UnknownOpcode(0x7777))
+    );
     assert_eq!(batch.messages[1].body, Ok(Ping {}.into()));
 }
 

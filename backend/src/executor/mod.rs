@@ -12,6 +12,9 @@ pub trait Executor: Send + Sync {
     /// Human-readable device name for logs and status.
     fn describe(&self) -> String;
 
+    /// Whether calls with this opcode are this executor's (OpenCL, CUDA).
+    fn serves(&self, opcode: u32) -> bool;
+
     /// A new, empty session (its own handle namespace).
     fn open_session(&self) -> Box<dyn ExecSession>;
 }

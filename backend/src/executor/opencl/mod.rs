@@ -134,6 +134,10 @@ impl Executor for OpenClExecutor {
         format!("OpenCL: {}", self.name)
     }
 
+    fn serves(&self, opcode: u32) -> bool {
+        (0x1000..0x2000).contains(&opcode)
+    }
+
     fn open_session(&self) -> Box<dyn ExecSession> {
         Box::new(OpenClSession::new(self.platform, self.device))
     }
