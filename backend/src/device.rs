@@ -102,7 +102,10 @@ impl VgpuDevice {
                         );
                     }
                     Err(e) => {
-                        log::warn!("dropping descriptor chain {head}: {e}");
+                        crate::guest_warn!(
+                            self.inner.vgpu.warnings,
+                            "dropping descriptor chain {head}: {e}"
+                        );
                         return_chain(vring, head, 0);
                     }
                 }

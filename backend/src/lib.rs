@@ -7,5 +7,6 @@ pub mod control;
 pub mod device;
 pub mod executor;
 pub mod handles;
+pub mod ratelimit;
 pub mod server;
 pub mod vgpu;

@@ -41,6 +41,8 @@ pub struct VgpuStats {
 
 pub struct Vgpu {
     executors: Vec<Arc<dyn Executor>>,
+    /// Guest-caused warnings of this VM go through this limiter.
+    pub warnings: crate::ratelimit::WarnLimiter,
     sessions: Mutex<HashMap<u64, SessionWorker>>,
 }
 
@@ -49,6 +51,7 @@ impl Vgpu {
     pub fn new(executors: Vec<Arc<dyn Executor>>) -> Arc<Vgpu> {
         Arc::new(Vgpu {
             executors,
+            warnings: Default::default(),
             sessions: Mutex::new(HashMap::new()),
         })
     }
@@ -77,7 +80,7 @@ impl Vgpu {
         let header = match &chain.header {
             Ok(header) => *header,
             Err(e) => {
-                log::warn!("refusing batch: {e}");
+                crate::guest_warn!(self.warnings, "refusing batch: {e}");
                 let reply = ReplyBuilder::refused(e.status());
                 return complete(chain, reply, done);
             }
@@ -89,7 +92,11 @@ impl Vgpu {
         if !sessions.contains_key(&header.session) {
             if !opens {
                 drop(sessions);
-                log::warn!("batch for unknown session {}", header.session);
+                crate::guest_warn!(
+                    self.warnings,
+                    "batch for unknown session {}",
+                    header.session
+                );
                 return complete(
                     chain,
                     ReplyBuilder::refused(Status::INVALID_OPERATION),
@@ -226,7 +233,7 @@ impl SessionState {
         let batch = match decode(&chain.request) {
             Ok(batch) => batch,
             Err(e) => {
-                log::warn!("refusing batch: {e}");
+                log::debug!("refusing batch: {e}");
                 return ReplyBuilder::refused(e.status());
             }
         };

@@ -1,0 +1,189 @@
+//! Shared fixtures: the real daemon on a real socket, and a raw front-end
+//! that builds batches and descriptor chains by hand.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use vgpu_protocol::frame::{decode_reply, BatchBuilder, Reply};
+use vgpu_protocol::messages::OpenSession;
+use vgpu_protocol::Request;
+use vgpu_transport::loopback::{Loopback, LoopbackConfig, LoopbackDevice};
+use vgpu_transport::vring::DescSpec;
+use vgpu_transport::Client;
+
+/// `vgpu-backend` running on a socket in a temporary directory.
+pub struct Backend {
+    child: Child,
+    pub socket: PathBuf,
+    pub control: PathBuf,
+    dir: PathBuf,
+}
+
+impl Backend {
+    pub fn start() -> Backend {
+        let dir = std::env::temp_dir().join(format!(
+            "vgpu-backend-test-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let socket = dir.join("vgpu.sock");
+        let control = dir.join("vgpu.ctl");
+        let child = Command::new(env!("CARGO_BIN_EXE_vgpu-backend"))
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--control")
+            .arg(&control)
+            .args(["--log-level", "debug"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start vgpu-backend");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !socket.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "vgpu-backend did not create its socket"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Backend {
+            child,
+            socket,
+            control,
+            dir,
+        }
+    }
+
+    /// Whether the daemon process is still alive.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().expect("wait").is_none()
+    }
+
+    pub fn client(&self) -> Client {
+        let transport = Loopback::connect(&self.socket).expect("connect");
+        Client::open(Box::new(transport), 1, false).expect("open session")
+    }
+
+    pub fn raw(&self) -> RawFrontend {
+        RawFrontend::connect(&self.socket)
+    }
+
+    /// `vgpu-ctl status` output.
+    pub fn status(&self) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_vgpu-ctl"))
+            .arg("--control")
+            .arg(&self.control)
+            .arg("status")
+            .output()
+            .expect("run vgpu-ctl");
+        assert!(out.status.success(), "vgpu-ctl failed");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        // SAFETY: sending SIGTERM to our own child process.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.is_running() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A front-end that writes chains by hand into its guest memory.
+pub struct RawFrontend {
+    pub dev: LoopbackDevice,
+}
+
+pub const TIMEOUT: Duration = Duration::from_secs(20);
+
+impl RawFrontend {
+    pub fn connect(socket: &Path) -> RawFrontend {
+        RawFrontend {
+            dev: LoopbackDevice::connect(socket, &LoopbackConfig::default()).expect("connect"),
+        }
+    }
+
+    /// Guest address of scratch space `offset` bytes into the data area.
+    pub fn scratch(&self, offset: u64) -> u64 {
+        self.dev.data_area().start + offset
+    }
+
+    /// Sends `request` bytes and a writable reply buffer of `reply_len`;
+    /// returns the used length and the reply bytes.
+    pub fn send_bytes(&mut self, request: &[u8], reply_len: u32) -> (u32, Vec<u8>) {
+        let req_at = self.scratch(0);
+        let reply_at = self.scratch(1 << 20);
+        self.dev
+            .write_guest(req_at, request)
+            .expect("write request");
+        self.dev
+            .write_guest(reply_at, &vec![0u8; reply_len as usize])
+            .expect("clear reply");
+        let chain = [
+            DescSpec {
+                addr: req_at,
+                len: request.len() as u32,
+                writable: false,
+            },
+            DescSpec {
+                addr: reply_at,
+                len: reply_len,
+                writable: true,
+            },
+        ];
+        let used = self.send_chain(&chain);
+        let mut reply = vec![0u8; reply_len as usize];
+        self.dev
+            .read_guest(reply_at, &mut reply)
+            .expect("read reply");
+        (used, reply)
+    }
+
+    /// Sends a chain and waits for it to come back; returns the used length.
+    pub fn send_chain(&mut self, chain: &[DescSpec]) -> u32 {
+        self.dev.send_chain(chain).expect("send chain");
+        self.dev
+            .wait_used(Some(TIMEOUT))
+            .expect("wait")
+            .expect("chain came back")
+            .len
+    }
+
+    /// Runs requests as one batch of `session` and decodes the reply.
+    pub fn batch(&mut self, session: u64, requests: &[Request]) -> Reply {
+        let mut builder = BatchBuilder::new(0);
+        for (seq, r) in requests.iter().enumerate() {
+            builder.push(seq as u64 + 1, r);
+        }
+        let reply_len = 64 << 10;
+        let bytes = builder.finish(session, reply_len);
+        let (_, reply) = self.send_bytes(&bytes, reply_len);
+        decode_reply(&reply).expect("well-formed reply")
+    }
+
+    pub fn open_session(&mut self, session: u64) {
+        let reply = self.batch(
+            session,
+            &[OpenSession {
+                min_version: 1,
+                max_version: 1,
+                flags: 0,
+            }
+            .into()],
+        );
+        assert!(
+            reply.status.is_success() && reply.records[0].status.is_success(),
+            "{reply:?}"
+        );
+    }
+}

@@ -1,0 +1,412 @@
+//! Hostile input from a guest, each case on its own: the daemon answers
+//! with an error status or drops the chain, keeps serving, and other
+//! sessions keep their objects.
+
+mod common;
+
+use common::{Backend, RawFrontend};
+use vgpu_protocol::frame::{BatchBuilder, BATCH_HEADER_LEN};
+use vgpu_protocol::messages::*;
+use vgpu_protocol::{DataRef, ObjectKind, Request, Status, Wire};
+use vgpu_transport::vring::{DescSpec, Descriptor};
+
+const VRING_DESC_F_NEXT: u16 = 1;
+const VRING_DESC_F_WRITE: u16 = 2;
+
+/// A session on its own connection that owns a buffer; checks it survives.
+struct Bystander {
+    raw: RawFrontend,
+}
+
+impl Bystander {
+    fn new(backend: &Backend) -> Bystander {
+        let mut raw = backend.raw();
+        raw.open_session(7);
+        let reply = raw.batch(
+            7,
+            &[
+                CreateContext {
+                    context: 1,
+                    properties: vec![],
+                }
+                .into(),
+                CreateBuffer {
+                    mem: 5,
+                    context: 1,
+                    flags: 1,
+                    size: 256,
+                    init: DataRef::NONE,
+                }
+                .into(),
+            ],
+        );
+        assert!(
+            reply.records.iter().all(|r| r.status.is_success()),
+            "{reply:?}"
+        );
+        Bystander { raw }
+    }
+
+    fn assert_intact(&mut self) {
+        let reply = self.raw.batch(7, &[SessionStats {}.into()]);
+        let counts = SessionStatsReply::from_bytes(&reply.records[0].payload)
+            .unwrap()
+            .counts;
+        assert_eq!(
+            counts[ObjectKind::Mem.index()],
+            1,
+            "bystander lost its buffer"
+        );
+        assert_eq!(
+            counts[ObjectKind::Context.index()],
+            1,
+            "bystander lost its context"
+        );
+    }
+}
+
+fn one_status(raw: &mut RawFrontend, session: u64, request: Request) -> Status {
+    let reply = raw.batch(session, &[request]);
+    assert!(reply.status.is_success(), "{reply:?}");
+    reply.records[0].status
+}
+
+#[test]
+fn truncated_header_drops_the_chain() {
+    let mut backend = Backend::start();
+    let mut bystander = Bystander::new(&backend);
+    let mut raw = backend.raw();
+    let bytes = BatchBuilder::new(0).finish(1, 64);
+    let (used, _) = raw.send_bytes(&bytes[..BATCH_HEADER_LEN - 5], 64);
+    assert_eq!(used, 0, "a chain without a full header is returned unused");
+    raw.open_session(1);
+    bystander.assert_intact();
+    assert!(backend.is_running());
+}
+
+#[test]
+fn unknown_opcode_gets_invalid_operation_and_the_batch_goes_on() {
+    let backend = Backend::start();
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    let mut builder = BatchBuilder::new(0);
+    builder.push(1, &Ping {}.into());
+    builder.push(2, &Ping {}.into());
+    let mut bytes = builder.finish(1, 4096);
+    bytes[BATCH_HEADER_LEN..BATCH_HEADER_LEN + 4].copy_from_slice(&0x1fffu32.to_le_bytes());
+    let (_, reply) = raw.send_bytes(&bytes, 4096);
+    let reply = vgpu_protocol::decode_reply(&reply).unwrap();
+    assert_eq!(reply.records[0].status, Status::INVALID_OPERATION);
+    assert_eq!(reply.records[1].status, Status::SUCCESS);
+}
+
+#[test]
+fn payload_length_beyond_the_chain_refuses_the_batch() {
+    let backend = Backend::start();
+    let mut bystander = Bystander::new(&backend);
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    let mut builder = BatchBuilder::new(0);
+    builder.push(1, &Ping {}.into());
+    let mut bytes = builder.finish(1, 4096);
+    let at = BATCH_HEADER_LEN + 16;
+    bytes[at..at + 4].copy_from_slice(&(1u32 << 30).to_le_bytes());
+    let (_, reply) = raw.send_bytes(&bytes, 4096);
+    let reply = vgpu_protocol::decode_reply(&reply).unwrap();
+    assert_eq!(reply.status, Status::INVALID_VALUE);
+    // request_len larger than the readable descriptors.
+    let mut bytes = BatchBuilder::new(0).finish(1, 4096);
+    bytes[20..24].copy_from_slice(&(1u32 << 20).to_le_bytes());
+    let (_, reply) = raw.send_bytes(&bytes, 4096);
+    assert_eq!(
+        vgpu_protocol::decode_reply(&reply).unwrap().status,
+        Status::INVALID_VALUE
+    );
+    // Bulk data beyond the out-data stream.
+    let status = one_status(
+        &mut raw,
+        1,
+        CreateContext {
+            context: 1,
+            properties: vec![],
+        }
+        .into(),
+    );
+    assert_eq!(status, Status::SUCCESS);
+    let status = one_status(
+        &mut raw,
+        1,
+        CreateBuffer {
+            mem: 2,
+            context: 1,
+            flags: 1,
+            size: 4096,
+            init: DataRef {
+                offset: 0,
+                len: 4096,
+            },
+        }
+        .into(),
+    );
+    assert_eq!(status, Status::INVALID_VALUE);
+    bystander.assert_intact();
+}
+
+#[test]
+fn handles_of_other_sessions_and_vms_are_unknown() {
+    let backend = Backend::start();
+    let mut bystander = Bystander::new(&backend);
+    // Same VM (same connection), another session.
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    raw.open_session(2);
+    let reply = raw.batch(
+        1,
+        &[
+            CreateContext {
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            CreateBuffer {
+                mem: 5,
+                context: 1,
+                flags: 1,
+                size: 64,
+                init: DataRef::NONE,
+            }
+            .into(),
+            CreateQueue {
+                queue: 3,
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+        ],
+    );
+    assert!(reply.records.iter().all(|r| r.status.is_success()));
+    assert_eq!(
+        one_status(
+            &mut raw,
+            2,
+            Release {
+                kind: ObjectKind::Mem as u32,
+                handle: 5
+            }
+            .into()
+        ),
+        Status::INVALID_MEM_OBJECT
+    );
+    assert_eq!(
+        one_status(&mut raw, 2, Finish { queue: 3 }.into()),
+        Status::INVALID_COMMAND_QUEUE
+    );
+    // Another VM's handle (the bystander's buffer 5 and context 1).
+    let fill = EnqueueFillBuffer {
+        queue: 3,
+        mem: 5,
+        pattern: vec![0xff],
+        offset: 0,
+        size: 64,
+        wait: vec![],
+        event: 0,
+    };
+    assert_eq!(
+        one_status(&mut raw, 1, fill.into()),
+        Status::SUCCESS,
+        "own buffer 5 is fine"
+    );
+    let mut other_vm = backend.raw();
+    other_vm.open_session(7);
+    assert_eq!(
+        one_status(
+            &mut other_vm,
+            7,
+            Release {
+                kind: ObjectKind::Mem as u32,
+                handle: 99
+            }
+            .into()
+        ),
+        Status::INVALID_MEM_OBJECT
+    );
+    // A batch for a session that was never opened.
+    let reply = raw.batch(3, &[Ping {}.into()]);
+    assert_eq!(reply.status, Status::INVALID_OPERATION);
+    bystander.assert_intact();
+}
+
+#[test]
+fn descriptor_outside_guest_memory_drops_the_chain() {
+    let backend = Backend::start();
+    let mut bystander = Bystander::new(&backend);
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    let reply_at = raw.scratch(0);
+    for addr in [0u64, 0x10, u64::MAX - 16, raw.dev.guest_memory().end - 8] {
+        let chain = [
+            DescSpec {
+                addr,
+                len: 64,
+                writable: false,
+            },
+            DescSpec {
+                addr: reply_at,
+                len: 64,
+                writable: true,
+            },
+        ];
+        assert_eq!(
+            raw.send_chain(&chain),
+            0,
+            "chain at {addr:#x} must come back unused"
+        );
+    }
+    raw.open_session(2);
+    bystander.assert_intact();
+}
+
+#[test]
+fn reply_descriptor_that_is_not_writable_drops_the_chain() {
+    let backend = Backend::start();
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    let mut builder = BatchBuilder::new(0);
+    builder.push(1, &Ping {}.into());
+    let bytes = builder.finish(1, 64);
+    let (req_at, reply_at) = (raw.scratch(0), raw.scratch(4096));
+    raw.dev.write_guest(req_at, &bytes).unwrap();
+    let chain = [
+        DescSpec {
+            addr: req_at,
+            len: bytes.len() as u32,
+            writable: false,
+        },
+        DescSpec {
+            addr: reply_at,
+            len: 64,
+            writable: false,
+        },
+    ];
+    assert_eq!(raw.send_chain(&chain), 0);
+    // A readable descriptor after a writable one is refused too.
+    let chain = [
+        DescSpec {
+            addr: req_at,
+            len: bytes.len() as u32,
+            writable: false,
+        },
+        DescSpec {
+            addr: reply_at,
+            len: 64,
+            writable: true,
+        },
+        DescSpec {
+            addr: reply_at + 64,
+            len: 64,
+            writable: false,
+        },
+    ];
+    assert_eq!(raw.send_chain(&chain), 0);
+    raw.open_session(2);
+}
+
+#[test]
+fn looping_descriptor_chain_is_dropped() {
+    let mut backend = Backend::start();
+    let mut bystander = Bystander::new(&backend);
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    let mut builder = BatchBuilder::new(0);
+    builder.push(1, &Ping {}.into());
+    let bytes = builder.finish(1, 64);
+    let (req_at, reply_at) = (raw.scratch(0), raw.scratch(4096));
+    raw.dev.write_guest(req_at, &bytes).unwrap();
+    let ring = raw.dev.submit_ring();
+    let ids = ring.alloc_descriptors(2).unwrap();
+    let (a, b) = (ids[0], ids[1]);
+    ring.write_descriptor(
+        a,
+        Descriptor {
+            addr: req_at,
+            len: bytes.len() as u32,
+            flags: VRING_DESC_F_NEXT,
+            next: b,
+        },
+    )
+    .unwrap();
+    ring.write_descriptor(
+        b,
+        Descriptor {
+            addr: reply_at,
+            len: 64,
+            flags: VRING_DESC_F_NEXT | VRING_DESC_F_WRITE,
+            next: a,
+        },
+    )
+    .unwrap();
+    ring.publish(a);
+    raw.dev.kick().unwrap();
+    let used = raw
+        .dev
+        .wait_used(Some(common::TIMEOUT))
+        .unwrap()
+        .expect("looping chain came back");
+    assert_eq!(used.len, 0);
+    raw.open_session(2);
+    bystander.assert_intact();
+    assert!(backend.is_running());
+}
+
+#[test]
+fn garbage_batches_never_stop_the_daemon() {
+    let mut backend = Backend::start();
+    let mut bystander = Bystander::new(&backend);
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    let mut builder = BatchBuilder::new(0);
+    builder.push(
+        1,
+        &CreateContext {
+            context: 1,
+            properties: vec![],
+        }
+        .into(),
+    );
+    builder.push(
+        2,
+        &CreateBuffer {
+            mem: 2,
+            context: 1,
+            flags: 1,
+            size: 64,
+            init: DataRef::NONE,
+        }
+        .into(),
+    );
+    builder.push(
+        3,
+        &SetKernelArg {
+            kernel: 9,
+            index: 0,
+            arg_kind: 2,
+            size: 8,
+            value: vec![],
+            handle: 2,
+        }
+        .into(),
+    );
+    let valid = builder.finish(1, 4096);
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..300 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let mut bytes = valid.clone();
+        let at = BATCH_HEADER_LEN + (state as usize) % (bytes.len() - BATCH_HEADER_LEN);
+        bytes[at] ^= (state >> 24) as u8 | 1;
+        raw.send_bytes(&bytes, 4096);
+    }
+    assert!(backend.is_running());
+    bystander.assert_intact();
+}
