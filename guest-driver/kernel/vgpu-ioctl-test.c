@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include "vgpu_uapi.h"
 
+#define OP_OPEN_SESSION 1
 #define OP_PING 3
 #define REPLY_MAGIC 0x52504756u
 #define BAD_PTR ((uint64_t)8)	/* never mapped */
@@ -91,6 +92,44 @@ static void check_reply(const uint8_t *r, uint32_t got, uint32_t n, uint64_t seq
 }
 
 static int submit(int fd, struct vgpu_submit *s) { return ioctl(fd, VGPU_IOC_SUBMIT, s); }
+
+/* The first batch of a session: OPEN_SESSION [1, 1]. */
+static void open_session(int fd, uint8_t *reply, uint32_t cap)
+{
+	uint8_t b[VGPU_BATCH_HEADER_SIZE + VGPU_MSG_HEADER_SIZE + 16];
+	struct vgpu_submit s;
+	struct vgpu_wait w;
+	char d[128];
+	int rc;
+
+	memset(b, 0, sizeof(b));
+	put32(b, VGPU_BATCH_MAGIC);
+	put16(b + 4, VGPU_PROTOCOL_VERSION);
+	put32(b + 16, 1);
+	put32(b + 20, sizeof(b));
+	put32(b + 24, cap);
+	put32(b + 32, OP_OPEN_SESSION);
+	put64(b + 40, 1);
+	put32(b + 48, 12);		/* min_version, max_version, flags */
+	put32(b + 56, VGPU_PROTOCOL_VERSION);
+	put32(b + 60, VGPU_PROTOCOL_VERSION);
+	memset(&s, 0, sizeof(s));
+	s.request = (uintptr_t)b; s.request_len = sizeof(b); s.reply_capacity = cap;
+	rc = submit(fd, &s);
+	check(rc == 0, "submit: OPEN_SESSION", rc ? strerror(errno) : NULL);
+	if (rc)
+		return;
+	memset(&w, 0, sizeof(w));
+	w.ticket = s.ticket; w.reply = (uintptr_t)reply; w.reply_capacity = cap;
+	w.timeout_ms = 20000;
+	rc = ioctl(fd, VGPU_IOC_WAIT, &w);
+	snprintf(d, sizeof(d), "rc %d %s reply_len %u magic 0x%08x count %u record status %d",
+		 rc, rc ? strerror(errno) : "", w.reply_len, get32(reply), get32(reply + 8),
+		 w.reply_len >= 48 ? (int32_t)get32(reply + 28) : 0);
+	check(rc == 0 && w.reply_len >= 48 && get32(reply) == REPLY_MAGIC &&
+	      get32(reply + 8) == 1 && get32(reply + 24) == OP_OPEN_SESSION &&
+	      get32(reply + 28) == 0, "reply: OPEN_SESSION", d);
+}
 
 int main(int argc, char **argv)
 {
@@ -197,6 +236,9 @@ int main(int argc, char **argv)
 	expect_err(fd, VGPU_IOC_WAIT, &w, EINVAL, "wait: out-of-range ticket");
 	expect_err(fd, _IO('V', 99), NULL, ENOTTY, "unknown ioctl");
 
+	/* a session's first batch opens it (protocol/README.md, Sessions) */
+	open_session(fd, reply, sizeof(reply));
+
 	/* well-formed PING */
 	s = base;
 	rc = submit(fd, &s);
@@ -229,6 +271,53 @@ int main(int argc, char **argv)
 		check(rc == 0, "wait: PING with segments", d);
 		if (rc == 0)
 			check_reply(reply, w.reply_len, 1, 50, "reply: PING with segments");
+	}
+
+	/* 4 MiB each way: ~2048 sg entries, more than the ring (indirect table) */
+	{
+		size_t big = 4u << 20;
+		uint8_t *bo = malloc(big), *bi = malloc(big);
+
+		memset(bo, 1, big); memset(bi, 2, big);
+		segs[0].addr = (uintptr_t)bo; segs[0].len = big;
+		seg_in.addr = (uintptr_t)bi; seg_in.len = big;
+		s = base; s.request_len = ping_batch(req, 1, 60, sizeof(reply));
+		s.n_out = 1; s.out_segs = (uintptr_t)segs; s.n_in = 1; s.in_segs = (uintptr_t)&seg_in;
+		rc = submit(fd, &s);
+		snprintf(d, sizeof(d), "rc %d errno %s", rc, rc ? strerror(errno) : "0");
+		check(rc == 0, "submit: PING with 4 MiB out + 4 MiB in", d);
+		if (rc == 0) {
+			w.ticket = s.ticket;
+			rc = ioctl(fd, VGPU_IOC_WAIT, &w);
+			if (rc == 0)
+				check_reply(reply, w.reply_len, 1, 60, "reply: PING with 4 MiB segments");
+			else
+				check(0, "wait: PING with 4 MiB segments", strerror(errno));
+		}
+		free(bo); free(bi);
+	}
+
+	/* 64 MiB of scattered pages exceed VGPU_MAX_DESCRIPTORS unless contiguous */
+	{
+		size_t big = VGPU_MAX_DATA_LEN;
+		uint8_t *bo = malloc(big);
+
+		memset(bo, 3, big);
+		segs[0].addr = (uintptr_t)bo; segs[0].len = big;
+		s = base; s.request_len = ping_batch(req, 1, 70, sizeof(reply));
+		s.n_out = 1; s.out_segs = (uintptr_t)segs;
+		rc = submit(fd, &s);
+		snprintf(d, sizeof(d), "rc %d errno %s", rc, rc ? strerror(errno) : "0");
+		check(rc == 0 || errno == E2BIG, "submit: 64 MiB out segment (0 or E2BIG)", d);
+		if (rc == 0) {
+			w.ticket = s.ticket;
+			rc = ioctl(fd, VGPU_IOC_WAIT, &w);
+			if (rc == 0)
+				check_reply(reply, w.reply_len, 1, 70, "reply: PING with 64 MiB");
+			else
+				check(0, "wait: PING with 64 MiB", strerror(errno));
+		}
+		free(bo);
 	}
 
 	/* several batches in flight, collected in reverse order */
