@@ -1,0 +1,398 @@
+//! Loopback transport: this process is the vhost-user front-end of
+//! `vgpu-backend`'s unix socket, with memfd guest memory, so host programs
+//! and tests reach the backend exactly as a VM does, without one.
+//!
+//! - [`Loopback`] implements [`Transport`]: each batch is copied into the
+//!   data area of guest memory, sent as one descriptor chain on the submit
+//!   queue, and its reply and in-data copied back.
+//! - [`LoopbackDevice`] is the layer below (guest memory, raw rings, kick,
+//!   wait) for tests that send hand-made or malformed chains.
+//!
+//! The data area is `VGPU_LOOPBACK_MEM_MB` MiB (default 64); see
+//! [`LoopbackConfig`].
+
+mod device;
+mod memory;
+
+pub use device::{
+    HandshakeError, LoopbackDevice, VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_VERSION_1,
+    VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
+};
+pub use memory::{MemoryLayout, EVENT_BUFFER_LEN};
+
+use std::io;
+use std::ops::Range;
+use std::path::Path;
+
+use vgpu_protocol::limits::MAX_REQUEST_LEN;
+
+use crate::vring::DescSpec;
+use crate::{Submission, Transport};
+
+/// Environment variable: size of the data area in MiB.
+pub const MEM_MB_ENV: &str = "VGPU_LOOPBACK_MEM_MB";
+/// Default size of the data area.
+pub const DEFAULT_DATA_LEN: usize = 64 << 20;
+/// Smallest and largest data area `VGPU_LOOPBACK_MEM_MB` may ask for, in MiB.
+pub const DATA_MB_RANGE: std::ops::RangeInclusive<u64> = 1..=65536;
+/// Default guest-physical address of guest memory: nonzero, so a descriptor
+/// at address 0 is outside guest memory.
+pub const DEFAULT_GUEST_BASE: u64 = 0x1_0000_0000;
+/// Default number of writable buffers kept posted on the event queue.
+pub const DEFAULT_EVENT_BUFFERS: u16 = 16;
+/// Longest single descriptor a batch uses; longer spans are split.
+const MAX_DESCRIPTOR_LEN: usize = 1 << 30;
+/// Alignment of each stream inside the data area.
+const STREAM_ALIGN: usize = 64;
+
+/// How to build the loopback's guest memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopbackConfig {
+    /// Bytes of the data area (requests, replies and bulk data of a batch).
+    pub data_len: usize,
+    /// Guest-physical address where guest memory starts.
+    pub guest_base: u64,
+    /// Writable buffers kept posted on the event queue.
+    pub event_buffers: u16,
+}
+
+impl Default for LoopbackConfig {
+    fn default() -> Self {
+        LoopbackConfig {
+            data_len: DEFAULT_DATA_LEN,
+            guest_base: DEFAULT_GUEST_BASE,
+            event_buffers: DEFAULT_EVENT_BUFFERS,
+        }
+    }
+}
+
+impl LoopbackConfig {
+    /// The default, with the data area from `VGPU_LOOPBACK_MEM_MB` when set.
+    pub fn from_env() -> io::Result<LoopbackConfig> {
+        let mut config = LoopbackConfig::default();
+        if let Some(value) = std::env::var_os(MEM_MB_ENV) {
+            config.data_len = parse_mem_mb(&value.to_string_lossy())?;
+        }
+        Ok(config)
+    }
+}
+
+fn parse_mem_mb(value: &str) -> io::Result<usize> {
+    let mb = value
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|mb| DATA_MB_RANGE.contains(mb))
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{MEM_MB_ENV}={value:?} is not a size in MiB between {} and {}",
+                    DATA_MB_RANGE.start(),
+                    DATA_MB_RANGE.end()
+                ),
+            )
+        })?;
+    usize::try_from(mb << 20)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "data area too large"))
+}
+
+/// Where the four streams of one batch go in the data area (offsets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct BatchPlan {
+    request: Range<usize>,
+    out: Range<usize>,
+    reply: Range<usize>,
+    in_: Range<usize>,
+}
+
+impl BatchPlan {
+    /// Lays the streams out back to back; fails when they do not fit.
+    fn new(lens: [usize; 4], data_len: usize) -> io::Result<BatchPlan> {
+        let mut at = 0usize;
+        let mut spans = [0..0, 0..0, 0..0, 0..0];
+        for (span, len) in spans.iter_mut().zip(lens) {
+            let end = at
+                .checked_add(len)
+                .filter(|&end| end <= data_len)
+                .ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "batch of {} bytes does not fit the {data_len}-byte loopback data area",
+                            lens.iter().fold(0usize, |a, &b| a.saturating_add(b))
+                        ),
+                    )
+                })?;
+            *span = at..end;
+            at = end.next_multiple_of(STREAM_ALIGN);
+        }
+        let [request, out, reply, in_] = spans;
+        Ok(BatchPlan {
+            request,
+            out,
+            reply,
+            in_,
+        })
+    }
+
+    /// The descriptor chain: readable request and out-data, then writable
+    /// reply and in-data; empty streams are left out.
+    fn chain(&self, data_gpa: u64) -> Vec<DescSpec> {
+        let mut chain = Vec::new();
+        for (span, writable) in [
+            (&self.request, false),
+            (&self.out, false),
+            (&self.reply, true),
+            (&self.in_, true),
+        ] {
+            let mut at = span.start;
+            while at < span.end {
+                let len = (span.end - at).min(MAX_DESCRIPTOR_LEN);
+                chain.push(DescSpec {
+                    addr: data_gpa + at as u64,
+                    len: len as u32,
+                    writable,
+                });
+                at += len;
+            }
+        }
+        chain
+    }
+}
+
+/// The largest request stream a data area of `data_len` bytes takes.
+fn max_request_len_for(data_len: usize) -> usize {
+    (MAX_REQUEST_LEN as usize).min(data_len / 8)
+}
+
+/// The largest out-data (or in-data) stream a data area of `data_len` bytes
+/// takes: both together leave a quarter for the request and reply streams.
+fn max_data_len_for(data_len: usize) -> usize {
+    (data_len - data_len / 4) / 2
+}
+
+/// The loopback [`Transport`]. One batch at a time: `submit` waits for the
+/// backend's answer before it returns.
+#[derive(Debug)]
+pub struct Loopback {
+    device: LoopbackDevice,
+    data_len: usize,
+}
+
+impl Loopback {
+    /// Connects to the backend socket at `path` with the configuration from
+    /// the environment ([`LoopbackConfig::from_env`]).
+    pub fn connect(path: &Path) -> io::Result<Loopback> {
+        Loopback::connect_with(path, &LoopbackConfig::from_env()?)
+    }
+
+    /// Connects with an explicit configuration.
+    pub fn connect_with(path: &Path, config: &LoopbackConfig) -> io::Result<Loopback> {
+        let device = LoopbackDevice::connect(path, config)?;
+        Ok(Loopback {
+            device,
+            data_len: config.data_len,
+        })
+    }
+
+    /// The device underneath, for tests that mix hand-made chains with
+    /// ordinary batches. Batches overwrite the data area.
+    pub fn device(&mut self) -> &mut LoopbackDevice {
+        &mut self.device
+    }
+
+    pub fn into_device(self) -> LoopbackDevice {
+        self.device
+    }
+}
+
+impl Transport for Loopback {
+    fn submit(&mut self, submission: Submission<'_>) -> io::Result<usize> {
+        let out_len: usize = submission.out.iter().map(|s| s.len()).sum();
+        let in_len: usize = submission.in_.iter().map(|s| s.len()).sum();
+        if submission.request.is_empty() || submission.request.len() > self.max_request_len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("request stream of {} bytes", submission.request.len()),
+            ));
+        }
+        if out_len.max(in_len) > self.max_data_len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("data streams of {out_len} and {in_len} bytes exceed max_data_len"),
+            ));
+        }
+        let reply_len = submission.reply.len();
+        let plan = BatchPlan::new(
+            [submission.request.len(), out_len, reply_len, in_len],
+            self.data_len,
+        )?;
+        let data = self.device.data_area().start;
+        let gpa = |offset: usize| data + offset as u64;
+
+        self.device
+            .write_guest(gpa(plan.request.start), submission.request)?;
+        let mut at = plan.out.start;
+        for segment in submission.out {
+            self.device.write_guest(gpa(at), segment)?;
+            at += segment.len();
+        }
+
+        let head = self.device.send_chain(&plan.chain(data))?;
+        let used = loop {
+            match self.device.wait_used(None)? {
+                Some(used) if used.id == u32::from(head) => break used,
+                Some(other) => log::debug!("loopback: ignoring used element {other:?}"),
+                None => {}
+            }
+        };
+        self.device.post_event_buffers()?;
+
+        let used_len = used.len as usize;
+        if used_len > reply_len + in_len {
+            log::warn!(
+                "loopback: the backend reports {used_len} bytes written into {} writable bytes",
+                reply_len + in_len
+            );
+        }
+        if used_len == 0 {
+            // As the kernel driver's VGPU_IOC_WAIT answers EIO.
+            return Err(io::Error::other(
+                "the backend refused the batch (used length 0)",
+            ));
+        }
+        let written = used_len.min(reply_len);
+        self.device
+            .read_guest(gpa(plan.reply.start), &mut submission.reply[..written])?;
+        // In the VM path the device writes the caller's pages directly; here
+        // the whole in-data stream is copied back.
+        let mut at = plan.in_.start;
+        for segment in submission.in_.iter_mut() {
+            self.device.read_guest(gpa(at), segment)?;
+            at += segment.len();
+        }
+        Ok(written)
+    }
+
+    fn max_data_len(&self) -> usize {
+        max_data_len_for(self.data_len)
+    }
+
+    fn max_request_len(&self) -> usize {
+        max_request_len_for(self.data_len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_mem_mb_accepts_sizes_in_range() {
+        assert_eq!(parse_mem_mb("64").expect("valid"), 64 << 20);
+        assert_eq!(parse_mem_mb(" 1 ").expect("valid"), 1 << 20);
+    }
+
+    #[test]
+    fn parse_mem_mb_rejects_garbage_zero_and_huge() {
+        for bad in ["", "0", "-1", "abc", "65537", "99999999999999999999"] {
+            let err = parse_mem_mb(bad).expect_err(bad);
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{bad}");
+        }
+    }
+
+    #[test]
+    fn limits_of_the_default_data_area() {
+        assert_eq!(max_request_len_for(DEFAULT_DATA_LEN), 8 << 20);
+        assert_eq!(max_data_len_for(DEFAULT_DATA_LEN), 24 << 20);
+    }
+
+    #[test]
+    fn limits_always_leave_room_for_a_full_batch() {
+        for mb in [1usize, 3, 64, 1000] {
+            let data_len = mb << 20;
+            let max = max_data_len_for(data_len);
+            let request = max_request_len_for(data_len);
+            let reply = data_len - 2 * max - request - 4 * STREAM_ALIGN;
+            assert!(reply >= 64 << 10, "{mb} MiB leaves {reply} bytes of reply");
+            BatchPlan::new([request, max, reply, max], data_len).expect("fits");
+        }
+    }
+
+    #[test]
+    fn plan_lays_streams_out_in_order_and_aligned() {
+        let plan = BatchPlan::new([100, 0, 24, 5000], 1 << 20).expect("fits");
+        assert_eq!(plan.request, 0..100);
+        assert_eq!(plan.out, 128..128);
+        assert_eq!(plan.reply, 128..152);
+        assert_eq!(plan.in_, 192..5192);
+    }
+
+    #[test]
+    fn plan_rejects_a_batch_larger_than_the_area() {
+        let err = BatchPlan::new([100, 1 << 20, 24, 0], 1 << 20).expect_err("too big");
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert!(BatchPlan::new([usize::MAX, 1, 0, 0], 1 << 20).is_err());
+    }
+
+    #[test]
+    fn chain_is_readable_then_writable_and_skips_empty_streams() {
+        let plan = BatchPlan::new([100, 0, 24, 5000], 1 << 20).expect("fits");
+        let chain = plan.chain(0x1000);
+        assert_eq!(
+            chain,
+            vec![
+                DescSpec {
+                    addr: 0x1000,
+                    len: 100,
+                    writable: false
+                },
+                DescSpec {
+                    addr: 0x1000 + 128,
+                    len: 24,
+                    writable: true
+                },
+                DescSpec {
+                    addr: 0x1000 + 192,
+                    len: 5000,
+                    writable: true
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn chain_splits_spans_longer_than_a_descriptor() {
+        let plan = BatchPlan {
+            request: 0..64,
+            out: 64..64 + MAX_DESCRIPTOR_LEN + 10,
+            reply: 0..0,
+            in_: 0..0,
+        };
+        let chain = plan.chain(0);
+        assert_eq!(chain.len(), 3);
+        assert_eq!(chain[1].len as usize, MAX_DESCRIPTOR_LEN);
+        assert_eq!(
+            chain[2],
+            DescSpec {
+                addr: 64 + MAX_DESCRIPTOR_LEN as u64,
+                len: 10,
+                writable: false
+            }
+        );
+    }
+
+    #[test]
+    fn connect_to_a_missing_socket_fails() {
+        let err = Loopback::connect_with(
+            Path::new("/nonexistent/vgpu.sock"),
+            &LoopbackConfig {
+                data_len: 1 << 20,
+                ..LoopbackConfig::default()
+            },
+        )
+        .expect_err("no socket");
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    }
+}

@@ -1,0 +1,226 @@
+//! The loopback transport against the real `vgpu-backend` daemon on a
+//! temporary socket: handshake, `Ping`, `SessionStats`, ring wrap-around,
+//! a hand-made malformed chain, and a daemon that goes away.
+//!
+//! Needs the daemon built next to this test (`cargo build -p vgpu-backend`;
+//! a workspace-wide `cargo test` builds it) or its path in `VGPU_BACKEND`,
+//! and an OpenCL device (PoCL) for the daemon to open.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use vgpu_protocol::messages::{Ping, SessionStats, SessionStatsReply};
+use vgpu_protocol::{Status, Wire};
+use vgpu_transport::loopback::{
+    Loopback, LoopbackConfig, LoopbackDevice, VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_VERSION_1,
+};
+use vgpu_transport::vring::{Descriptor, VRING_DESC_F_NEXT};
+use vgpu_transport::Client;
+use vhost::vhost_user::VhostUserProtocolFeatures;
+
+/// How long the daemon may take to open its OpenCL device and listen.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a test waits for an answer that must come.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A `vgpu-backend` process listening on a socket in its own temp folder;
+/// stopped (SIGTERM, then SIGKILL) and cleaned up on drop.
+struct Daemon {
+    child: Child,
+    dir: PathBuf,
+    socket: PathBuf,
+}
+
+fn backend_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("VGPU_BACKEND") {
+        return path.into();
+    }
+    // target/<profile>/deps/loopback_ping-<hash> → target/<profile>/vgpu-backend
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    profile_dir.join("vgpu-backend")
+}
+
+impl Daemon {
+    fn start() -> Daemon {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let binary = backend_binary();
+        assert!(
+            binary.exists(),
+            "{} does not exist: run `cargo build -p vgpu-backend` or set VGPU_BACKEND",
+            binary.display()
+        );
+        let dir = std::env::temp_dir().join(format!(
+            "vgpu-loopback-test-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("temp folder");
+        let socket = dir.join("vgpu.sock");
+        let child = Command::new(&binary)
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--log-level")
+            .arg("warn")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start vgpu-backend");
+        let mut daemon = Daemon { child, dir, socket };
+        daemon.wait_for_socket();
+        daemon
+    }
+
+    fn wait_for_socket(&mut self) {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        while !self.socket.exists() {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("vgpu-backend exited before listening: {status}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "vgpu-backend did not listen in time"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn loopback(&self) -> Loopback {
+        Loopback::connect_with(&self.socket, &small_config()).expect("loopback handshake")
+    }
+
+    fn device(&self) -> LoopbackDevice {
+        LoopbackDevice::connect(&self.socket, &small_config()).expect("loopback handshake")
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: signals only our own child, which we have not reaped yet.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A small data area keeps the memfds of parallel tests small.
+fn small_config() -> LoopbackConfig {
+    LoopbackConfig {
+        data_len: 4 << 20,
+        ..LoopbackConfig::default()
+    }
+}
+
+#[test]
+fn ping_and_session_stats_through_a_client() {
+    let daemon = Daemon::start();
+    let client = Client::open(Box::new(daemon.loopback()), 1, false).expect("session opens");
+    assert_eq!(client.call(Ping {}.into()), Ok(Vec::new()));
+    let payload = client.call(SessionStats {}.into()).expect("stats");
+    let stats = SessionStatsReply::from_bytes(&payload).expect("stats decode");
+    assert!(
+        stats.counts.iter().all(|&n| n == 0),
+        "a fresh session holds nothing: {stats:?}"
+    );
+}
+
+#[test]
+fn handshake_acks_version_1_and_the_protocol_features_we_need() {
+    let daemon = Daemon::start();
+    let device = daemon.device();
+    let needed = VIRTIO_F_VERSION_1 | VHOST_USER_F_PROTOCOL_FEATURES;
+    assert_eq!(device.acked_features() & needed, needed);
+    assert!(device
+        .acked_protocol_features()
+        .contains(VhostUserProtocolFeatures::REPLY_ACK));
+    assert!(device
+        .acked_protocol_features()
+        .contains(VhostUserProtocolFeatures::MQ));
+    assert!(
+        device.guest_memory().start > 0,
+        "address 0 must be outside guest memory"
+    );
+    assert!(device.guest_memory().contains(&device.data_area().start));
+}
+
+#[test]
+fn thousands_of_batches_wrap_the_rings() {
+    let daemon = Daemon::start();
+    let client = Client::open(Box::new(daemon.loopback()), 1, true).expect("session opens");
+    for i in 0..3000 {
+        assert_eq!(client.call(Ping {}.into()), Ok(Vec::new()), "ping {i}");
+    }
+}
+
+#[test]
+fn a_looping_chain_is_dropped_and_the_device_keeps_working() {
+    let daemon = Daemon::start();
+    let mut loopback = daemon.loopback();
+    let device = loopback.device();
+    let scratch = device.data_area().start;
+    device
+        .write_guest(scratch, &[0u8; 64])
+        .expect("inside guest memory");
+    let ring = device.submit_ring();
+    let d = ring.alloc_descriptors(2).expect("free descriptors");
+    let looping = |next| Descriptor {
+        addr: scratch,
+        len: 64,
+        flags: VRING_DESC_F_NEXT,
+        next,
+    };
+    ring.write_descriptor(d[0], looping(d[1]))
+        .expect("in the table");
+    ring.write_descriptor(d[1], looping(d[0]))
+        .expect("in the table");
+    ring.arm_used_event();
+    ring.publish(d[0]);
+    device.kick().expect("kick");
+    let used = device
+        .wait_used(Some(ANSWER_TIMEOUT))
+        .expect("connection alive");
+    let used = used.expect("the backend returns a dropped chain");
+    assert_eq!((used.id, used.len), (u32::from(d[0]), 0));
+    device.submit_ring().release_descriptors(&d);
+
+    let client = Client::open(Box::new(loopback), 1, false).expect("session opens");
+    assert_eq!(client.call(Ping {}.into()), Ok(Vec::new()));
+}
+
+#[test]
+fn two_connections_are_independent() {
+    let daemon = Daemon::start();
+    let a = Client::open(Box::new(daemon.loopback()), 1, false).expect("session opens");
+    let b = Client::open(Box::new(daemon.loopback()), 1, false).expect("session opens");
+    assert_eq!(a.call(Ping {}.into()), Ok(Vec::new()));
+    drop(a);
+    assert_eq!(b.call(Ping {}.into()), Ok(Vec::new()));
+}
+
+#[test]
+fn a_dead_daemon_fails_the_call_instead_of_hanging() {
+    let mut daemon = Daemon::start();
+    let client = Client::open(Box::new(daemon.loopback()), 1, false).expect("session opens");
+    daemon.kill();
+    let started = Instant::now();
+    assert_eq!(
+        client.call(Ping {}.into()),
+        Err(Status::DEVICE_NOT_AVAILABLE)
+    );
+    assert!(started.elapsed() < ANSWER_TIMEOUT);
+}
