@@ -42,7 +42,7 @@ if [ "${VGPU_SKIP_VM:-0}" != 1 ]; then
   qemu=$(qemu-configs/build-qemu.sh | tail -n 1)
   echo "$qemu" > target/qemu-path
   echo "setup: guest image (cached by content hash)"
-  integration/guest-image/stage-guest-files.sh target/guest-files
+  integration/stage-guest-files.sh target/guest-files >/dev/null
   integration/guest-image/build-guest-image.sh target/guest-image target/guest-files | tail -n 2
 fi
 echo "setup: done"

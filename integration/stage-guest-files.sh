@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Puts what the test guest needs from this build into OUT (the guest image
+# builder copies OUT onto the guest's /): the OpenCL ICD and its vgpu.icd,
+# the OpenCL C suite, the guest-side scripts, the ioctl test tool.
+#
+#   integration/stage-guest-files.sh OUT [PROFILE]    (PROFILE: release, default)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:?usage: stage-guest-files.sh OUT [PROFILE]}
+profile=${2:-release}
+rm -rf "$out"
+mkdir -p "$out/usr/lib" "$out/etc/OpenCL/vendors" "$out/opt/vgpu/bin"
+install -m 0755 "$root/target/$profile/libvgpu_opencl.so" "$out/usr/lib/libvgpu_opencl.so"
+strip --strip-debug "$out/usr/lib/libvgpu_opencl.so"
+echo /usr/lib/libvgpu_opencl.so > "$out/etc/OpenCL/vendors/vgpu.icd"
+for prog in "$root"/target/cl-tests/*; do
+  [ -x "$prog" ] && [ -f "$prog" ] && install -m 0755 "$prog" "$out/opt/vgpu/bin/"
+done
+install -m 0755 "$root"/integration/guest-files/* "$out/opt/vgpu/bin/"
+echo "$out"
