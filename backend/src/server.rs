@@ -162,8 +162,13 @@ fn accept_loop(
         let spawned = std::thread::Builder::new()
             .name(format!("frontend-{id}"))
             .spawn(move || {
-                if let Err(e) = daemon.wait() {
-                    log::warn!("front-end {id}: {e}");
+                match daemon.wait() {
+                    Ok(()) => {}
+                    // A front-end that goes away is the normal end of a VM.
+                    Err(e) if e.to_string().contains("disconnected") => {
+                        log::debug!("front-end {id}: {e}")
+                    }
+                    Err(e) => log::warn!("front-end {id}: {e}"),
                 }
                 for handler in daemon.get_epoll_handlers() {
                     handler.send_exit_event();
