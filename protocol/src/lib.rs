@@ -2,6 +2,7 @@
 //! kernel driver and `vgpu-backend`. No I/O: see `README.md` for the layout.
 
 pub mod codec;
+pub mod cuda;
 pub mod frame;
 pub mod limits;
 pub mod messages;

@@ -155,6 +155,64 @@ requests! {
     Flush = 0x1040 { queue: u64 }
     Finish = 0x1041 { queue: u64 }
     WaitForEvents = 0x1042 { events: Vec<u64> }
+
+    // ---- CUDA driver API (results are `CUresult` codes; see `cuda.rs`) ----
+    // `ctx` names the guest's current context where the call needs one;
+    // stream 0 is that context's NULL stream.
+    /// `cuInit`. Reply: `CuInitReply`.
+    CuInit = 0x2001 { flags: u32 }
+    /// Name, UUID, memory and every attribute of a device. Reply: `CuDeviceInfoReply`.
+    CuDeviceInfo = 0x2002 { device: u32 }
+    /// `cuMemGetInfo`. Reply: `CuMemInfoReply`.
+    CuMemGetInfo = 0x2003 { ctx: u64 }
+    CuCtxCreate = 0x2010 { ctx: u64, device: u32, flags: u32 }
+    CuCtxDestroy = 0x2011 { ctx: u64 }
+    /// Retains the device's primary context; the guest names it `ctx` on every retain.
+    CuPrimaryCtxRetain = 0x2012 { ctx: u64, device: u32 }
+    CuPrimaryCtxRelease = 0x2013 { device: u32 }
+    CuPrimaryCtxReset = 0x2014 { device: u32 }
+    CuCtxSynchronize = 0x2015 { ctx: u64 }
+    /// Reply: `CuRangeReply` (the device pointer).
+    CuMemAlloc = 0x2020 { ctx: u64, size: u64 }
+    CuMemFree = 0x2021 { ptr: u64 }
+    /// `data` (out-data) to device address `dst`.
+    CuMemcpyHtoD = 0x2022 { ctx: u64, stream: u64, dst: u64, data: DataRef }
+    /// Device address `src` to `data` (in-data); complete when the reply comes.
+    CuMemcpyDtoH = 0x2023 { ctx: u64, stream: u64, src: u64, data: DataRef }
+    CuMemcpyDtoD = 0x2024 { ctx: u64, stream: u64, dst: u64, src: u64, size: u64 }
+    /// `cuMemsetD8/D16/D32`: `count` elements of `elem_size` (1, 2 or 4) bytes.
+    CuMemset = 0x2025 { ctx: u64, stream: u64, dst: u64, value: u32, elem_size: u32, count: u64 }
+    /// PTX, cubin or fat binary, kept for snapshots.
+    CuModuleLoad = 0x2030 { module: u64, ctx: u64, image: Vec<u8> }
+    CuModuleUnload = 0x2031 { module: u64 }
+    /// Reply: `CuFunctionReply` (the parameter layout).
+    CuModuleGetFunction = 0x2032 { function: u64, module: u64, name: Vec<u8> }
+    /// Reply: `CuRangeReply`.
+    CuModuleGetGlobal = 0x2033 { module: u64, name: Vec<u8> }
+    /// Reply: `CuIntReply`.
+    CuFuncGetAttribute = 0x2034 { function: u64, attribute: u32 }
+    CuFuncSetAttribute = 0x2035 { function: u64, attribute: u32, value: i32 }
+    CuFuncSetCacheConfig = 0x2036 { function: u64, config: u32 }
+    /// Reply: `CuIntReply` (blocks per multiprocessor).
+    CuOccupancyMaxActiveBlocks = 0x2037 { function: u64, block_size: u32, dynamic_smem: u64, flags: u32 }
+    /// Reply: `CuIntReply` (minimum grid size, block size).
+    CuOccupancyMaxPotentialBlockSize = 0x2038 { function: u64, dynamic_smem: u64, block_size_limit: u32, flags: u32 }
+    /// `params` is the packed parameter buffer, laid out as the function's reply said.
+    CuLaunchKernel = 0x2040 { function: u64, ctx: u64, stream: u64, grid: [u32; 3], block: [u32; 3], shared_mem: u32, params: Vec<u8> }
+    CuStreamCreate = 0x2050 { stream: u64, ctx: u64, flags: u32, priority: i32 }
+    CuStreamDestroy = 0x2051 { stream: u64 }
+    CuStreamSynchronize = 0x2052 { ctx: u64, stream: u64 }
+    /// Status `CUDA_ERROR_NOT_READY` while work is pending.
+    CuStreamQuery = 0x2053 { ctx: u64, stream: u64 }
+    CuStreamWaitEvent = 0x2054 { ctx: u64, stream: u64, event: u64, flags: u32 }
+    CuEventCreate = 0x2060 { event: u64, ctx: u64, flags: u32 }
+    CuEventDestroy = 0x2061 { event: u64 }
+    CuEventRecord = 0x2062 { event: u64, stream: u64 }
+    CuEventSynchronize = 0x2063 { event: u64 }
+    /// Status `CUDA_ERROR_NOT_READY` while the event is pending.
+    CuEventQuery = 0x2064 { event: u64 }
+    /// Reply: `CuElapsedReply`.
+    CuEventElapsedTime = 0x2065 { start: u64, end: u64 }
 }
 
 wire_struct! {

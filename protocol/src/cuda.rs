@@ -1,0 +1,286 @@
+//! CUDA driver API on the wire: result codes (which travel unchanged in a
+//! reply record's `status`), the reply payloads of the CUDA opcodes, and the
+//! constants both sides must agree on. The request messages themselves are
+//! listed with every other message in `messages.rs` (opcodes 0x2000–0x2fff).
+
+use crate::codec::{Field, Reader, Writer};
+use crate::messages::Wire;
+use crate::{DecodeError, Status};
+
+/// First and last opcode of the CUDA range.
+pub const OPCODES: std::ops::RangeInclusive<u32> = 0x2000..=0x2fff;
+
+/// Driver API version the guest library reports (`cuDriverGetVersion`) when
+/// the host driver is newer: the API level the protocol implements.
+pub const API_VERSION: u32 = 13000;
+
+/// Kernel parameter buffers larger than this are refused (CUDA's own limit
+/// is 32 764 bytes since 12.1).
+pub const MAX_PARAM_BUFFER: usize = 32 * 1024;
+
+/// Device attributes the reply to `CuDeviceInfo` carries (indices `0..N`).
+pub const DEVICE_ATTRIBUTE_COUNT: u32 = 160;
+
+/// An attribute the device does not answer, in `CuDeviceInfoReply::attributes`.
+pub const ATTRIBUTE_UNSUPPORTED: u64 = u64::MAX;
+
+/// Parameters of a kernel: `offset << 32 | size` per parameter.
+pub fn pack_param(offset: u32, size: u32) -> u64 {
+    (u64::from(offset) << 32) | u64::from(size)
+}
+
+/// Inverse of [`pack_param`]: `(offset, size)`.
+pub fn unpack_param(packed: u64) -> (u32, u32) {
+    ((packed >> 32) as u32, packed as u32)
+}
+
+macro_rules! results {
+    ($($name:ident = $value:literal: $text:literal,)*) => {
+        /// `CUresult` values.
+        pub mod result {
+            $(pub const $name: i32 = $value;)*
+        }
+
+        /// `cuGetErrorName`: `CUDA_ERROR_…` (or `CUDA_SUCCESS`).
+        pub fn error_name(code: i32) -> Option<&'static str> {
+            match code {
+                $($value => Some(concat!("CUDA_", stringify!($name))),)*
+                _ => None,
+            }
+        }
+
+        /// `cuGetErrorString`: a one-line description.
+        pub fn error_string(code: i32) -> Option<&'static str> {
+            match code {
+                $($value => Some($text),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+results! {
+    SUCCESS = 0: "no error",
+    ERROR_INVALID_VALUE = 1: "invalid argument",
+    ERROR_OUT_OF_MEMORY = 2: "out of memory",
+    ERROR_NOT_INITIALIZED = 3: "initialization error",
+    ERROR_DEINITIALIZED = 4: "driver shutting down",
+    ERROR_NO_DEVICE = 100: "no CUDA-capable device is detected",
+    ERROR_INVALID_DEVICE = 101: "invalid device ordinal",
+    ERROR_INVALID_IMAGE = 200: "device kernel image is invalid",
+    ERROR_INVALID_CONTEXT = 201: "invalid device context",
+    ERROR_CONTEXT_ALREADY_CURRENT = 202: "context already current",
+    ERROR_MAP_FAILED = 205: "mapping of buffer object failed",
+    ERROR_UNMAP_FAILED = 206: "unmapping of buffer object failed",
+    ERROR_NO_BINARY_FOR_GPU = 209: "no kernel image is available for execution on the device",
+    ERROR_INVALID_PTX = 218: "a PTX JIT compilation failed",
+    ERROR_JIT_COMPILER_NOT_FOUND = 221: "PTX JIT compiler library not found",
+    ERROR_UNSUPPORTED_PTX_VERSION = 222: "the provided PTX was compiled with an unsupported toolchain",
+    ERROR_INVALID_SOURCE = 300: "device kernel image is invalid",
+    ERROR_FILE_NOT_FOUND = 301: "file not found",
+    ERROR_OPERATING_SYSTEM = 304: "OS call failed or operation not supported on this OS",
+    ERROR_INVALID_HANDLE = 400: "invalid resource handle",
+    ERROR_ILLEGAL_STATE = 401: "the operation cannot be performed in the present state",
+    ERROR_NOT_FOUND = 500: "named symbol not found",
+    ERROR_NOT_READY = 600: "device not ready",
+    ERROR_ILLEGAL_ADDRESS = 700: "an illegal memory access was encountered",
+    ERROR_LAUNCH_OUT_OF_RESOURCES = 701: "too many resources requested for launch",
+    ERROR_LAUNCH_TIMEOUT = 702: "the launch timed out and was terminated",
+    ERROR_PRIMARY_CONTEXT_ACTIVE = 708: "primary context active",
+    ERROR_CONTEXT_IS_DESTROYED = 709: "context is destroyed",
+    ERROR_ASSERT = 710: "device-side assert triggered",
+    ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712: "part or all of the requested memory range is already mapped",
+    ERROR_HOST_MEMORY_NOT_REGISTERED = 713: "pointer does not correspond to a registered memory region",
+    ERROR_HARDWARE_STACK_ERROR = 714: "hardware stack error",
+    ERROR_ILLEGAL_INSTRUCTION = 715: "an illegal instruction was encountered",
+    ERROR_MISALIGNED_ADDRESS = 716: "misaligned address",
+    ERROR_INVALID_ADDRESS_SPACE = 717: "operation not supported on global/shared address space",
+    ERROR_INVALID_PC = 718: "invalid program counter",
+    ERROR_LAUNCH_FAILED = 719: "unspecified launch failure",
+    ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720: "too many blocks in cooperative launch",
+    ERROR_NOT_PERMITTED = 800: "operation not permitted",
+    ERROR_NOT_SUPPORTED = 801: "operation not supported",
+    ERROR_SYSTEM_NOT_READY = 802: "system not yet initialized",
+    ERROR_SYSTEM_DRIVER_MISMATCH = 803: "system has unsupported display driver / cuda driver combination",
+    ERROR_STREAM_CAPTURE_UNSUPPORTED = 900: "operation not permitted when stream is capturing",
+    ERROR_TIMEOUT = 909: "wait operation timed out",
+    ERROR_UNKNOWN = 999: "unknown error",
+}
+
+/// A wire status as a `CUresult`. Framing and decoding errors travel as
+/// OpenCL codes (negative): they become the nearest CUDA code.
+pub fn to_cuda_result(status: Status) -> i32 {
+    match status.0 {
+        code if code >= 0 => code,
+        c if c == Status::DEVICE_NOT_AVAILABLE.0 || c == Status::DEVICE_NOT_FOUND.0 => {
+            result::ERROR_NO_DEVICE
+        }
+        c if c == Status::OUT_OF_HOST_MEMORY.0 || c == Status::OUT_OF_RESOURCES.0 => {
+            result::ERROR_OUT_OF_MEMORY
+        }
+        c if c == Status::INVALID_OPERATION.0 => result::ERROR_NOT_SUPPORTED,
+        _ => result::ERROR_INVALID_VALUE,
+    }
+}
+
+/// A `CUresult` as a wire status.
+pub fn status(code: i32) -> Status {
+    Status(code)
+}
+
+/// The kind of a module image, as `cuModuleLoadData` tells them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum ImageKind {
+    /// PTX text: portable, JIT-compiled for any architecture.
+    Ptx = 1,
+    /// A device ELF: runs only on the architecture it was built for.
+    Cubin = 2,
+    /// A fat binary: one or more cubins, usually with PTX.
+    Fatbin = 3,
+}
+
+/// Magic of a fat binary (`fatBinaryHeader`).
+pub const FATBIN_MAGIC: u32 = 0xba55_ed50;
+/// Magic of the wrapper nvcc places around an embedded fat binary.
+pub const FATBIN_WRAPPER_MAGIC: u32 = 0x4662_43b1;
+/// Magic of an ELF file.
+pub const ELF_MAGIC: [u8; 4] = [0x7f, b'E', b'L', b'F'];
+
+impl ImageKind {
+    /// Tells the kind from the first bytes of an image.
+    pub fn detect(image: &[u8]) -> Option<ImageKind> {
+        let word = image
+            .get(..4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        if image.starts_with(&ELF_MAGIC) {
+            Some(ImageKind::Cubin)
+        } else if word == Some(FATBIN_MAGIC) || word == Some(FATBIN_WRAPPER_MAGIC) {
+            Some(ImageKind::Fatbin)
+        } else if image.iter().take(4096).any(|b| *b == b'.' || *b == b'/') {
+            // PTX is text: directives (`.version`) and comments (`//`).
+            Some(ImageKind::Ptx)
+        } else {
+            None
+        }
+    }
+}
+
+/// Three grid or block dimensions.
+impl Field for [u32; 3] {
+    fn put(&self, w: &mut Writer) {
+        self.iter().for_each(|v| w.u32(*v));
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok([r.u32()?, r.u32()?, r.u32()?])
+    }
+}
+
+macro_rules! replies {
+    ($($(#[$meta:meta])* $name:ident { $($field:ident : $ty:ty),* $(,)? })*) => {
+        $(
+            $(#[$meta])*
+            #[derive(Debug, Clone, PartialEq, Eq, Default)]
+            pub struct $name {
+                $(pub $field: $ty,)*
+            }
+
+            impl Wire for $name {
+                fn encode(&self, w: &mut Writer) {
+                    $(Field::put(&self.$field, w);)*
+                }
+
+                fn decode_from(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+                    Ok($name { $($field: <$ty as Field>::get(r)?,)* })
+                }
+            }
+        )*
+    };
+}
+
+replies! {
+    /// Reply to `CuInit`.
+    CuInitReply { driver_version: u32, device_count: u32 }
+    /// Reply to `CuDeviceInfo`: everything the guest caches about a device.
+    /// `attributes[i]` is attribute `i` as an `i64`, or
+    /// [`ATTRIBUTE_UNSUPPORTED`].
+    CuDeviceInfoReply { name: Vec<u8>, uuid: Vec<u8>, total_mem: u64, attributes: Vec<u64> }
+    /// Reply to `CuMemGetInfo`.
+    CuMemInfoReply { free: u64, total: u64 }
+    /// Reply to `CuMemAlloc` and `CuModuleGetGlobal`: a device range.
+    CuRangeReply { ptr: u64, size: u64 }
+    /// Reply to `CuModuleGetFunction`: the parameter layout
+    /// ([`pack_param`] per parameter, in order).
+    CuFunctionReply { params: Vec<u64> }
+    /// Reply to queries that answer one or two integers (attributes,
+    /// occupancy).
+    CuIntReply { value: i32, second: i32 }
+    /// Reply to `CuEventElapsedTime`: milliseconds as `f32` bits.
+    CuElapsedReply { millis_bits: u32 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_names_follow_cuda_spelling() {
+        assert_eq!(error_name(0), Some("CUDA_SUCCESS"));
+        assert_eq!(error_name(801), Some("CUDA_ERROR_NOT_SUPPORTED"));
+        assert_eq!(error_name(12345), None);
+        assert_eq!(error_string(2), Some("out of memory"));
+    }
+
+    #[test]
+    fn negative_statuses_map_to_cuda_codes() {
+        assert_eq!(to_cuda_result(Status(600)), result::ERROR_NOT_READY);
+        assert_eq!(
+            to_cuda_result(Status::DEVICE_NOT_AVAILABLE),
+            result::ERROR_NO_DEVICE
+        );
+        assert_eq!(
+            to_cuda_result(Status::INVALID_VALUE),
+            result::ERROR_INVALID_VALUE
+        );
+    }
+
+    #[test]
+    fn image_kinds_are_told_apart() {
+        assert_eq!(
+            ImageKind::detect(b".version 8.0\n.target sm_90\n"),
+            Some(ImageKind::Ptx)
+        );
+        assert_eq!(
+            ImageKind::detect(&[0x7f, b'E', b'L', b'F', 2, 1]),
+            Some(ImageKind::Cubin)
+        );
+        assert_eq!(
+            ImageKind::detect(&FATBIN_MAGIC.to_le_bytes()),
+            Some(ImageKind::Fatbin)
+        );
+        assert_eq!(ImageKind::detect(&[0, 0, 0, 0]), None);
+    }
+
+    #[test]
+    fn params_pack_and_unpack() {
+        assert_eq!(unpack_param(pack_param(24, 8)), (24, 8));
+    }
+
+    #[test]
+    fn replies_round_trip() {
+        let reply = CuDeviceInfoReply {
+            name: b"GPU".to_vec(),
+            uuid: vec![7; 16],
+            total_mem: 80 << 30,
+            attributes: vec![1, ATTRIBUTE_UNSUPPORTED],
+        };
+        assert_eq!(
+            CuDeviceInfoReply::from_bytes(&reply.to_bytes()).unwrap(),
+            reply
+        );
+        let dims: [u32; 3] = [1, 2, 3];
+        let mut w = Writer::new();
+        dims.put(&mut w);
+        assert_eq!(<[u32; 3]>::get(&mut Reader::new(&w.bytes)).unwrap(), dims);
+    }
+}
