@@ -15,8 +15,8 @@ mod device;
 mod memory;
 
 pub use device::{
-    HandshakeError, LoopbackDevice, VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_VERSION_1,
-    VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
+    HandshakeError, LoopbackDevice, DEFAULT_FEATURES, VHOST_USER_F_PROTOCOL_FEATURES,
+    VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
 };
 pub use memory::{MemoryLayout, EVENT_BUFFER_LEN};
 
@@ -54,6 +54,11 @@ pub struct LoopbackConfig {
     pub guest_base: u64,
     /// Writable buffers kept posted on the event queue.
     pub event_buffers: u16,
+    /// Virtio features to ack where the backend offers them (default
+    /// [`DEFAULT_FEATURES`]). `VIRTIO_F_VERSION_1` and
+    /// `VHOST_USER_F_PROTOCOL_FEATURES` are acked whatever this says; clear
+    /// `VIRTIO_RING_F_EVENT_IDX` to exercise the backend without it.
+    pub features: u64,
 }
 
 impl Default for LoopbackConfig {
@@ -62,6 +67,7 @@ impl Default for LoopbackConfig {
             data_len: DEFAULT_DATA_LEN,
             guest_base: DEFAULT_GUEST_BASE,
             event_buffers: DEFAULT_EVENT_BUFFERS,
+            features: DEFAULT_FEATURES,
         }
     }
 }

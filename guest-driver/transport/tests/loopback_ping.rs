@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use vgpu_protocol::messages::{Ping, SessionStats, SessionStatsReply};
 use vgpu_protocol::{Status, Wire};
 use vgpu_transport::loopback::{
-    Loopback, LoopbackConfig, LoopbackDevice, VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_VERSION_1,
+    Loopback, LoopbackConfig, LoopbackDevice, DEFAULT_FEATURES, VHOST_USER_F_PROTOCOL_FEATURES,
+    VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX,
 };
 use vgpu_transport::vring::{Descriptor, VRING_DESC_F_NEXT};
 use vgpu_transport::Client;
@@ -145,6 +146,7 @@ fn handshake_acks_version_1_and_the_protocol_features_we_need() {
     let device = daemon.device();
     let needed = VIRTIO_F_VERSION_1 | VHOST_USER_F_PROTOCOL_FEATURES;
     assert_eq!(device.acked_features() & needed, needed);
+    assert_ne!(device.acked_features() & VIRTIO_RING_F_EVENT_IDX, 0);
     assert!(device
         .acked_protocol_features()
         .contains(VhostUserProtocolFeatures::REPLY_ACK));
@@ -163,6 +165,20 @@ fn thousands_of_batches_wrap_the_rings() {
     let daemon = Daemon::start();
     let client = Client::open(Box::new(daemon.loopback()), 1, true).expect("session opens");
     for i in 0..3000 {
+        assert_eq!(client.call(Ping {}.into()), Ok(Vec::new()), "ping {i}");
+    }
+}
+
+#[test]
+fn batches_work_without_event_idx() {
+    let daemon = Daemon::start();
+    let config = LoopbackConfig {
+        features: DEFAULT_FEATURES & !VIRTIO_RING_F_EVENT_IDX,
+        ..small_config()
+    };
+    let loopback = Loopback::connect_with(&daemon.socket, &config).expect("loopback handshake");
+    let client = Client::open(Box::new(loopback), 1, true).expect("session opens");
+    for i in 0..100 {
         assert_eq!(client.call(Ping {}.into()), Ok(Vec::new()), "ping {i}");
     }
 }

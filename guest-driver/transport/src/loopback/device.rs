@@ -55,8 +55,8 @@ pub const VIRTIO_RING_F_EVENT_IDX: u64 = 1 << 29;
 /// `VHOST_USER_F_PROTOCOL_FEATURES`.
 pub const VHOST_USER_F_PROTOCOL_FEATURES: u64 = 1 << 30;
 
-/// Virtio features this front-end acks when the backend offers them.
-const WANTED_FEATURES: u64 = VIRTIO_F_VERSION_1
+/// Virtio features the loopback acks by default when the backend offers them.
+pub const DEFAULT_FEATURES: u64 = VIRTIO_F_VERSION_1
     | VHOST_USER_F_PROTOCOL_FEATURES
     | VIRTIO_RING_F_EVENT_IDX
     | VIRTIO_RING_F_INDIRECT_DESC;
@@ -140,7 +140,8 @@ impl LoopbackDevice {
         let event = Queue::new(&ram, layout.event_ring, EVENT_QUEUE_SIZE)?;
         let mut frontend = Frontend::connect(socket, NUM_QUEUES as u64)
             .map_err(step_failed("connecting to the backend socket"))?;
-        let (acked_features, acked_protocol_features) = negotiate(&mut frontend)?;
+        let (acked_features, acked_protocol_features) =
+            negotiate(&mut frontend, config.features | REQUIRED_FEATURES)?;
         let mut device = LoopbackDevice {
             frontend,
             submit,
@@ -362,7 +363,7 @@ impl LoopbackDevice {
 }
 
 /// Feature and protocol-feature negotiation, in QEMU's order.
-fn negotiate(frontend: &mut Frontend) -> io::Result<(u64, VhostUserProtocolFeatures)> {
+fn negotiate(frontend: &mut Frontend, wanted: u64) -> io::Result<(u64, VhostUserProtocolFeatures)> {
     frontend.set_owner().map_err(step_failed("SET_OWNER"))?;
     let offered = frontend
         .get_features()
@@ -399,7 +400,7 @@ fn negotiate(frontend: &mut Frontend) -> io::Result<(u64, VhostUserProtocolFeatu
         // step fails here rather than as a silent hang at the first kick.
         frontend.set_hdr_flags(VhostUserHeaderFlag::NEED_REPLY);
     }
-    let acked = offered & WANTED_FEATURES;
+    let acked = offered & wanted;
     frontend
         .set_features(acked)
         .map_err(step_failed("SET_FEATURES"))?;

@@ -177,7 +177,9 @@ mod tests {
     fn layout_puts_rings_first_and_data_page_aligned() {
         let layout = MemoryLayout::new(1 << 20, 16).expect("fits");
         assert_eq!(layout.submit_ring, 0);
-        assert_eq!(layout.event_ring, 32768);
+        assert_eq!(layout.event_ring, 0x8000);
+        assert_eq!(layout.event_buffers, 0xb000);
+        assert_eq!(layout.data, 0xc000);
         assert_eq!(layout.data % RING_ALIGN, 0);
         assert!(layout.data >= layout.event_buffers + 16 * EVENT_BUFFER_LEN);
         assert_eq!(layout.total, layout.data + (1 << 20));
