@@ -35,6 +35,12 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     pub control: Option<PathBuf>,
 
+    /// Most commands a guest queue may run ahead of completion (0: no
+    /// bound). A bound makes the drain before a snapshot or migration wait
+    /// for at most N commands, at some cost in throughput.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub queue_depth: usize,
+
     /// Print the vhost-user back-end capabilities as JSON and exit (for
     /// libvirt's vhost-user.json).
     #[arg(long)]
@@ -62,6 +68,7 @@ pub struct Config {
     pub device: DeviceSelector,
     pub log_level: log::LevelFilter,
     pub control: Option<PathBuf>,
+    pub queue_depth: usize,
 }
 
 /// Parses a `--device` SPEC.
@@ -107,6 +114,7 @@ impl TryFrom<Args> for Config {
             device: parse_device(&args.device)?,
             log_level: parse_log_level(&args.log_level)?,
             control: args.control,
+            queue_depth: args.queue_depth,
         })
     }
 }

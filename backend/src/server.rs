@@ -106,8 +106,9 @@ fn spawn_signal_thread(socket: PathBuf, registry: Arc<Registry>) -> std::io::Res
 pub fn run(config: Config) -> Result<(), ServerError> {
     let registry = Arc::new(Registry::default());
     spawn_signal_thread(config.socket.clone(), registry.clone()).map_err(ServerError::Signals)?;
-    let executor: Arc<dyn Executor> =
-        Arc::new(OpenClExecutor::open(&config.device).map_err(ServerError::Device)?);
+    let mut opencl = OpenClExecutor::open(&config.device).map_err(ServerError::Device)?;
+    opencl.queue_depth = config.queue_depth;
+    let executor: Arc<dyn Executor> = Arc::new(opencl);
     log::info!("serving {}", executor.describe());
     if let Some(path) = &config.control {
         crate::control::spawn(path, registry.clone(), executor.describe())

@@ -91,8 +91,30 @@ impl OpenClSession {
         Ok(WaitList { _held: held, raw })
     }
 
+    /// Bounds the queue's depth: with N set, at most N commands run ahead of
+    /// completion, so a drain (before a snapshot) waits for at most N.
+    fn bound_depth(&mut self, queue: &QueueEntry, raw: cl_event) {
+        if self.limits.queue_depth == 0 {
+            return;
+        }
+        // SAFETY: `raw` is a live event just returned by an enqueue; the
+        // extra reference is released by the HostEvent below.
+        if unsafe { cl3::event::retain_event(raw) }.is_err() {
+            return;
+        }
+        let mut in_flight = queue.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        in_flight.push_back(HostEvent(raw));
+        while in_flight.len() > self.limits.queue_depth {
+            let oldest = in_flight.pop_front().expect("longer than the bound");
+            let started = std::time::Instant::now();
+            let _ = cl3::event::wait_for_events(&[oldest.0]);
+            self.limits.depth_wait += started.elapsed();
+        }
+    }
+
     /// Gives the command's host event the guest's handle, or drops it.
-    fn keep_event(&mut self, handle: u64, raw: cl_event) -> Result<(), Status> {
+    fn keep_event(&mut self, queue: &QueueEntry, handle: u64, raw: cl_event) -> Result<(), Status> {
+        self.bound_depth(queue, raw);
         let event = HostEvent(raw);
         if handle != 0 {
             self.events.insert(
@@ -248,7 +270,7 @@ impl OpenClSession {
         let wait = self.wait_list(&m.wait)?;
         let pieces = io.out_slices(m.data)?;
         let event = self.transfer(&queue, &mem, m.offset, &pieces, &wait, true)?;
-        self.keep_event(m.event, event)
+        self.keep_event(&queue, m.event, event)
     }
 
     pub(super) fn read_buffer(
@@ -262,7 +284,7 @@ impl OpenClSession {
         let wait = self.wait_list(&m.wait)?;
         let pieces = io.in_slices(m.data)?;
         let event = self.transfer(&queue, &mem, m.offset, &pieces, &wait, false)?;
-        self.keep_event(m.event, event)
+        self.keep_event(&queue, m.event, event)
     }
 
     /// The guest side of a rect transfer as one contiguous host area: the
@@ -324,7 +346,7 @@ impl OpenClSession {
             )
         }
         .map_err(Status)?;
-        self.keep_event(m.event, event)
+        self.keep_event(&queue, m.event, event)
     }
 
     pub(super) fn read_buffer_rect(
@@ -376,7 +398,7 @@ impl OpenClSession {
         if pieces.len() != 1 {
             io.in_.write(m.data.offset, &staging)?;
         }
-        self.keep_event(m.event, event)
+        self.keep_event(&queue, m.event, event)
     }
 
     pub(super) fn copy_buffer(&mut self, m: &EnqueueCopyBuffer) -> Result<(), Status> {
@@ -397,7 +419,7 @@ impl OpenClSession {
             )
         }
         .map_err(Status)?;
-        self.keep_event(m.event, event)
+        self.keep_event(&queue, m.event, event)
     }
 
     pub(super) fn fill_buffer(&mut self, m: &EnqueueFillBuffer) -> Result<(), Status> {
@@ -421,7 +443,7 @@ impl OpenClSession {
             )
         }
         .map_err(Status)?;
-        self.keep_event(m.event, event)
+        self.keep_event(&queue, m.event, event)
     }
 
     pub(super) fn copy_buffer_rect(&mut self, m: &EnqueueCopyBufferRect) -> Result<(), Status> {
@@ -447,7 +469,7 @@ impl OpenClSession {
             )
         }
         .map_err(Status)?;
-        self.keep_event(m.event, event)
+        self.keep_event(&queue, m.event, event)
     }
 
     pub(super) fn nd_range(&mut self, m: &EnqueueNdRange) -> Result<(), Status> {
@@ -486,7 +508,7 @@ impl OpenClSession {
             )
         }
         .map_err(Status)?;
-        self.keep_event(m.event, event)
+        self.keep_event(&queue, m.event, event)
     }
 
     pub(super) fn marker(
@@ -515,7 +537,7 @@ impl OpenClSession {
             }
         }
         .map_err(Status)?;
-        self.keep_event(event, raw)
+        self.keep_event(&queue, event, raw)
     }
 
     pub(super) fn flush(&mut self, queue: u64) -> Result<(), Status> {

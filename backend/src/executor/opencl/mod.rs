@@ -50,6 +50,8 @@ pub struct OpenClExecutor {
     pub platform: cl_platform_id,
     pub device: cl_device_id,
     name: String,
+    /// Commands a queue may run ahead of completion (0: unbounded).
+    pub queue_depth: usize,
 }
 
 // SAFETY: platform and device ids are immutable, thread-safe OpenCL handles.
@@ -103,6 +105,7 @@ impl OpenClExecutor {
                 platform: *platform,
                 device: *device,
                 name: name.clone(),
+                queue_depth: 0,
             }),
             None => {
                 let list = devices
@@ -139,6 +142,10 @@ impl Executor for OpenClExecutor {
     }
 
     fn open_session(&self) -> Box<dyn ExecSession> {
-        Box::new(OpenClSession::new(self.platform, self.device))
+        Box::new(OpenClSession::new(
+            self.platform,
+            self.device,
+            self.queue_depth,
+        ))
     }
 }

@@ -107,6 +107,9 @@ pub struct QueueEntry {
     /// Keeps the context alive as long as the queue.
     #[allow(dead_code)]
     pub context: Arc<HostContext>,
+    /// Commands issued and maybe not complete yet, oldest first, when the
+    /// queue depth is bounded.
+    pub in_flight: std::sync::Mutex<std::collections::VecDeque<HostEvent>>,
 }
 
 /// An event; user events are remembered so a closing session can fail them

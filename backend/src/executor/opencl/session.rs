@@ -22,8 +22,18 @@ pub struct OpenClSession {
     pub(super) programs: HandleTable<HostProgram>,
     pub(super) kernels: HandleTable<HostKernel>,
     pub(super) events: HandleTable<EventEntry>,
-    /// User events, shared with `abort_waits` (which may run on another thread).
+    /// User events, shared with `aborter` (which may run on another thread).
     user_events: Arc<Mutex<Vec<Arc<EventEntry>>>>,
+    pub(super) limits: QueueLimits,
+}
+
+/// The queue-depth bound and what it cost.
+#[derive(Debug, Default, Clone)]
+pub struct QueueLimits {
+    /// At most this many commands ahead of completion per queue; 0: unbounded.
+    pub queue_depth: usize,
+    /// Time spent waiting for the oldest command because of the bound.
+    pub depth_wait: std::time::Duration,
 }
 
 // SAFETY: platform and device ids are thread-safe OpenCL handles; every
@@ -63,7 +73,7 @@ fn context_properties(
 }
 
 impl OpenClSession {
-    pub fn new(platform: cl_platform_id, device: cl_device_id) -> Self {
+    pub fn new(platform: cl_platform_id, device: cl_device_id, queue_depth: usize) -> Self {
         OpenClSession {
             platform,
             device,
@@ -74,6 +84,10 @@ impl OpenClSession {
             kernels: HandleTable::new(Status::INVALID_KERNEL),
             events: HandleTable::new(Status::INVALID_EVENT),
             user_events: Arc::new(Mutex::new(Vec::new())),
+            limits: QueueLimits {
+                queue_depth,
+                ..Default::default()
+            },
         }
     }
 
@@ -114,6 +128,7 @@ impl OpenClSession {
             QueueEntry {
                 queue: HostQueue(raw),
                 context,
+                in_flight: Default::default(),
             },
         )?;
         Ok(())
@@ -497,10 +512,9 @@ impl ExecSession for OpenClSession {
             Request::EnqueueBarrier(m) => done(self.marker(m.queue, &m.wait, m.event, true)),
             Request::Flush(m) => done(self.flush(m.queue)),
             Request::Finish(m) => done(self.finish(m.queue)),
-            Request::OpenSession(_)
-            | Request::CloseSession(_)
-            | Request::Ping(_)
-            | Request::SessionStats(_) => Err(Status::INVALID_OPERATION),
+            // Control messages are the vGPU layer's; other APIs' calls are
+            // other executors'.
+            _ => Err(Status::INVALID_OPERATION),
         }
     }
 
