@@ -11,8 +11,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use vgpu_protocol::messages::{Ping, SessionStats, SessionStatsReply};
-use vgpu_protocol::{Status, Wire};
+use vgpu_protocol::messages::{
+    CreateBuffer, CreateContext, CreateQueue, EnqueueReadBuffer, EnqueueWriteBuffer, Finish, Ping,
+    SessionStats, SessionStatsReply,
+};
+use vgpu_protocol::{DataRef, Status, Wire};
 use vgpu_transport::loopback::{
     Loopback, LoopbackConfig, LoopbackDevice, DEFAULT_FEATURES, VHOST_USER_F_PROTOCOL_FEATURES,
     VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX,
@@ -181,6 +184,87 @@ fn batches_work_without_event_idx() {
     for i in 0..100 {
         assert_eq!(client.call(Ping {}.into()), Ok(Vec::new()), "ping {i}");
     }
+}
+
+#[test]
+fn bulk_data_larger_than_the_data_area_round_trips_in_chunks() {
+    let daemon = Daemon::start();
+    let loopback = Loopback::connect_with(
+        &daemon.socket,
+        &LoopbackConfig {
+            data_len: 1 << 20,
+            ..LoopbackConfig::default()
+        },
+    )
+    .expect("loopback handshake");
+    let client = Client::open(Box::new(loopback), 1, false).expect("session opens");
+    let (context, queue, mem) = (
+        client.new_handle(),
+        client.new_handle(),
+        client.new_handle(),
+    );
+    let size = 3 << 20;
+    client
+        .defer(
+            CreateContext {
+                context,
+                properties: vec![],
+            }
+            .into(),
+        )
+        .expect("context");
+    client
+        .defer(
+            CreateQueue {
+                queue,
+                context,
+                properties: vec![],
+            }
+            .into(),
+        )
+        .expect("queue");
+    let create = CreateBuffer {
+        mem,
+        context,
+        flags: 1,
+        size: size as u64,
+        init: DataRef::default(),
+    };
+    client.defer(create.into()).expect("buffer");
+    let data: Vec<u8> = (0..size).map(|i| (i * 7 + i / 4096) as u8).collect();
+    client
+        .call_with_out(&data, |data, start| {
+            EnqueueWriteBuffer {
+                queue,
+                mem,
+                offset: start,
+                data,
+                wait: vec![],
+                event: 0,
+            }
+            .into()
+        })
+        .expect("write");
+    let mut back = vec![0u8; size];
+    client
+        .call_with_in(&mut back, |data, start| {
+            EnqueueReadBuffer {
+                queue,
+                mem,
+                offset: start,
+                data,
+                wait: vec![],
+                event: 0,
+            }
+            .into()
+        })
+        .expect("read");
+    client.call(Finish { queue }.into()).expect("finish");
+    assert_eq!(client.flush(), Ok(()));
+    assert!(
+        back == data,
+        "the buffer read back differs from what was written"
+    );
 }
 
 #[test]
