@@ -129,8 +129,11 @@ fn return_chain(vring: &VringRwLock<GuestMemoryAtomic<GuestRam>>, head: u16, use
         log::warn!("cannot return descriptor chain {head}: {e}");
         return;
     }
-    if let Err(e) = vring.signal_used_queue() {
-        log::warn!("cannot notify the driver: {e}");
+    // With EVENT_IDX the driver says when it wants an interrupt.
+    if vring.needs_notification().unwrap_or(true) {
+        if let Err(e) = vring.signal_used_queue() {
+            log::warn!("cannot notify the driver: {e}");
+        }
     }
 }
 

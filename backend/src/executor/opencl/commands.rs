@@ -121,7 +121,8 @@ impl OpenClSession {
                 handle,
                 EventEntry {
                     event,
-                    is_user: false,
+                    context: queue.context.clone(),
+                    user: None,
                 },
             )?;
         }

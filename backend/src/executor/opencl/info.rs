@@ -54,7 +54,7 @@ impl OpenClSession {
             InfoTarget::Context if p == CONTEXT_REFERENCE_COUNT => {
                 return ref_count(&self.contexts, h)
             }
-            InfoTarget::Context => cl3::context::get_context_data(self.contexts.get(h)?.0, p),
+            InfoTarget::Context => cl3::context::get_context_data(self.contexts.get(h)?.ctx.0, p),
             InfoTarget::Queue if p == QUEUE_REFERENCE_COUNT => return ref_count(&self.queues, h),
             InfoTarget::Queue => {
                 cl3::command_queue::get_command_queue_data(self.queues.get(h)?.queue.0, p)
@@ -68,10 +68,14 @@ impl OpenClSession {
                 return ref_count(&self.programs, h)
             }
             InfoTarget::Program if p == PROGRAM_BINARIES => return self.program_binary(h),
-            InfoTarget::Program => cl3::program::get_program_data(self.programs.get(h)?.0, p),
-            InfoTarget::ProgramBuild => {
-                cl3::program::get_program_build_data(self.programs.get(h)?.0, self.device, p)
+            InfoTarget::Program => {
+                cl3::program::get_program_data(self.programs.get(h)?.program.0, p)
             }
+            InfoTarget::ProgramBuild => cl3::program::get_program_build_data(
+                self.programs.get(h)?.program.0,
+                self.device,
+                p,
+            ),
             InfoTarget::Kernel if p == KERNEL_REFERENCE_COUNT => {
                 return ref_count(&self.kernels, h)
             }
@@ -94,7 +98,7 @@ impl OpenClSession {
     /// The program's binary for the one device, raw bytes.
     fn program_binary(&self, handle: u64) -> Result<Vec<u8>, Status> {
         let program = self.programs.get(handle)?;
-        match cl3::program::get_program_info(program.0, PROGRAM_BINARIES).map_err(Status)? {
+        match cl3::program::get_program_info(program.program.0, PROGRAM_BINARIES).map_err(Status)? {
             cl3::info_type::InfoType::VecVecUchar(mut binaries) if !binaries.is_empty() => {
                 Ok(binaries.swap_remove(0))
             }

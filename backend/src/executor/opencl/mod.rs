@@ -2,6 +2,7 @@
 //! ICD loader (PoCL on CPUs, NVIDIA OpenCL on GPUs).
 
 mod commands;
+mod create;
 mod info;
 mod objects;
 mod session;

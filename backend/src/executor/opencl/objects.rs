@@ -1,4 +1,7 @@
-//! Host OpenCL objects, released when the last holder lets go.
+//! Host OpenCL objects, released when the last holder lets go. Each also
+//! records what a snapshot needs to build it again elsewhere.
+// The records are read by the snapshot code.
+#![allow(dead_code)]
 
 use std::sync::Arc;
 
@@ -50,15 +53,24 @@ host_object!(
     cl3::program::release_program
 );
 
+/// A context and the properties the guest created it with.
+#[derive(Debug)]
+pub struct ContextEntry {
+    pub ctx: HostContext,
+    /// Guest properties (platform entries name the guest's platform).
+    pub properties: Vec<u64>,
+}
+
 /// A buffer or sub-buffer.
 #[derive(Debug)]
 pub struct HostMem {
     pub raw: cl_mem,
     pub size: u64,
+    /// Flags as the guest gave them.
     pub flags: u64,
-    /// A sub-buffer keeps its parent alive.
-    #[allow(dead_code)]
-    pub parent: Option<Arc<HostMem>>,
+    pub context: Arc<ContextEntry>,
+    /// A sub-buffer keeps its parent alive; `origin` is its offset there.
+    pub parent: Option<(Arc<HostMem>, u64)>,
 }
 
 // SAFETY: see `host_object!`.
@@ -75,15 +87,61 @@ impl Drop for HostMem {
     }
 }
 
-/// A kernel and the objects its arguments name, kept alive so a guest that
-/// releases a buffer still set as an argument cannot make the device use
-/// freed memory.
+/// Where a program came from: what a restore on another device rebuilds it from.
+#[derive(Debug, Clone)]
+pub enum ProgramOrigin {
+    Source(Vec<u8>),
+    Il(Vec<u8>),
+    Binary(Vec<u8>),
+    /// `clLinkProgram` of these inputs with these options.
+    Linked {
+        inputs: Vec<Arc<ProgramEntry>>,
+        options: Vec<u8>,
+    },
+}
+
+/// What was done to a program since it was created.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum BuildRecord {
+    #[default]
+    None,
+    Built {
+        options: Vec<u8>,
+    },
+    Compiled {
+        options: Vec<u8>,
+    },
+}
+
+#[derive(Debug)]
+pub struct ProgramEntry {
+    pub program: HostProgram,
+    pub context: Arc<ContextEntry>,
+    pub origin: ProgramOrigin,
+    pub build: std::sync::Mutex<BuildRecord>,
+}
+
+/// A kernel argument as last set.
+#[derive(Debug, Clone, Default)]
+pub enum ArgRecord {
+    #[default]
+    Unset,
+    Value(Vec<u8>),
+    /// Held, so a guest that releases a buffer still set as an argument
+    /// cannot make the device use freed memory.
+    Mem(Arc<HostMem>),
+    Local(u64),
+    NullMem,
+}
+
+/// A kernel and its current arguments.
 #[derive(Debug)]
 pub struct HostKernel {
     pub raw: cl_kernel,
     pub num_args: u32,
-    pub program: Arc<HostProgram>,
-    pub arg_mems: std::sync::Mutex<Vec<Option<Arc<HostMem>>>>,
+    pub name: Vec<u8>,
+    pub program: Arc<ProgramEntry>,
+    pub args: std::sync::Mutex<Vec<ArgRecord>>,
 }
 
 // SAFETY: see `host_object!`.
@@ -104,18 +162,20 @@ impl Drop for HostKernel {
 #[derive(Debug)]
 pub struct QueueEntry {
     pub queue: HostQueue,
-    /// Keeps the context alive as long as the queue.
-    #[allow(dead_code)]
-    pub context: Arc<HostContext>,
+    pub context: Arc<ContextEntry>,
+    /// Properties as the guest gave them (zero-terminated list).
+    pub properties: Vec<u64>,
     /// Commands issued and maybe not complete yet, oldest first, when the
     /// queue depth is bounded.
     pub in_flight: std::sync::Mutex<std::collections::VecDeque<HostEvent>>,
 }
 
-/// An event; user events are remembered so a closing session can fail them
+/// An event. User events are remembered so a closing session can fail them
 /// and unblock whatever waits on them.
 #[derive(Debug)]
 pub struct EventEntry {
     pub event: HostEvent,
-    pub is_user: bool,
+    pub context: Arc<ContextEntry>,
+    /// For user events: the status the guest set, if any.
+    pub user: Option<std::sync::Mutex<Option<i32>>>,
 }

@@ -1,0 +1,193 @@
+//! The little the executor needs around cudarc's raw driver bindings: result
+//! checking, the presence test that keeps a CUDA-less host from panicking,
+//! and calls whose enum arguments come from the guest (passed as plain
+//! integers, so an unknown value is the driver's to refuse, never undefined
+//! behaviour here).
+
+use std::ffi::{c_int, c_uint, c_void};
+
+use cudarc::driver::sys;
+use vgpu_protocol::cuda::result;
+use vgpu_protocol::Status;
+
+/// Every driver entry point the executor calls. cudarc resolves symbols on
+/// first use and panics when one is missing, so all are checked up front.
+const REQUIRED: &[&str] = &[
+    "cuInit",
+    "cuDriverGetVersion",
+    "cuDeviceGet",
+    "cuDeviceGetCount",
+    "cuDeviceGetName",
+    "cuDeviceGetUuid_v2",
+    "cuDeviceTotalMem_v2",
+    "cuDeviceGetAttribute",
+    "cuDevicePrimaryCtxRetain",
+    "cuDevicePrimaryCtxRelease_v2",
+    "cuCtxCreate_v2",
+    "cuCtxDestroy_v2",
+    "cuCtxSetCurrent",
+    "cuCtxSynchronize",
+    "cuMemGetInfo_v2",
+    "cuMemGetAllocationGranularity",
+    "cuMemAddressReserve",
+    "cuMemAddressFree",
+    "cuMemCreate",
+    "cuMemRelease",
+    "cuMemMap",
+    "cuMemUnmap",
+    "cuMemSetAccess",
+    "cuMemcpyHtoD_v2",
+    "cuMemcpyDtoH_v2",
+    "cuMemcpyDtoD_v2",
+    "cuMemcpyHtoDAsync_v2",
+    "cuMemcpyDtoHAsync_v2",
+    "cuMemcpyDtoDAsync_v2",
+    "cuMemsetD8_v2",
+    "cuMemsetD16_v2",
+    "cuMemsetD32_v2",
+    "cuMemsetD8Async",
+    "cuMemsetD16Async",
+    "cuMemsetD32Async",
+    "cuModuleLoadData",
+    "cuModuleUnload",
+    "cuModuleGetFunction",
+    "cuModuleGetGlobal_v2",
+    "cuFuncGetParamInfo",
+    "cuFuncGetAttribute",
+    "cuFuncSetAttribute",
+    "cuFuncSetCacheConfig",
+    "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+    "cuOccupancyMaxPotentialBlockSizeWithFlags",
+    "cuLaunchKernel",
+    "cuStreamCreateWithPriority",
+    "cuStreamDestroy_v2",
+    "cuStreamSynchronize",
+    "cuStreamQuery",
+    "cuStreamWaitEvent",
+    "cuEventCreate",
+    "cuEventDestroy_v2",
+    "cuEventRecord",
+    "cuEventSynchronize",
+    "cuEventQuery",
+    "cuEventElapsedTime_v2",
+];
+
+/// Why the driver cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    #[error("no CUDA driver library (libcuda.so.1) on this host")]
+    NoLibrary,
+    #[error("the CUDA driver lacks {0} (a driver for CUDA 12.8 or newer is needed)")]
+    MissingSymbol(&'static str),
+    #[error("{call} failed with CUresult {code}")]
+    Call { call: &'static str, code: i32 },
+}
+
+/// Loads libcuda and checks that it has every entry point the executor
+/// uses; only then may cudarc's bindings be called.
+pub fn load() -> Result<(), DriverError> {
+    // SAFETY: only tries to dlopen the library candidates.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(DriverError::NoLibrary);
+    }
+    // SAFETY: the library is present (checked above), so `culib` loads it
+    // instead of panicking.
+    let lib = unsafe { sys::culib() };
+    for name in REQUIRED {
+        // SAFETY: the symbol is only looked up, not called.
+        if unsafe { lib.get::<unsafe extern "C" fn()>(name.as_bytes()) }.is_err() {
+            return Err(DriverError::MissingSymbol(name));
+        }
+    }
+    Ok(())
+}
+
+/// A `CUresult` as the guest's status.
+pub fn check(code: sys::CUresult) -> Result<(), Status> {
+    match code as i32 {
+        0 => Ok(()),
+        other => Err(Status(other)),
+    }
+}
+
+/// As [`check`], naming the call, for set-up paths.
+pub fn check_call(call: &'static str, code: sys::CUresult) -> Result<(), DriverError> {
+    match code as i32 {
+        0 => Ok(()),
+        code => Err(DriverError::Call { call, code }),
+    }
+}
+
+fn symbol<F: Copy>(name: &[u8]) -> Result<F, Status> {
+    // SAFETY: `load` succeeded before any executor exists, so the library
+    // is loaded; the caller names `F` as the symbol's C signature.
+    unsafe { sys::culib().get::<F>(name).map(|f| *f) }
+        .map_err(|_| Status(result::ERROR_NOT_SUPPORTED))
+}
+
+fn code(value: c_int) -> Result<(), Status> {
+    match value {
+        0 => Ok(()),
+        other => Err(Status(other)),
+    }
+}
+
+/// `cuDeviceGetAttribute` with the attribute as a plain integer.
+pub fn device_attribute(device: sys::CUdevice, attribute: u32) -> Result<i32, Status> {
+    type F = unsafe extern "C" fn(*mut c_int, c_int, sys::CUdevice) -> c_int;
+    let f: F = symbol(b"cuDeviceGetAttribute\0")?;
+    let attribute = c_int::try_from(attribute).map_err(|_| Status(result::ERROR_INVALID_VALUE))?;
+    let mut value = 0;
+    // SAFETY: `value` is valid for writes; the driver checks the attribute.
+    code(unsafe { f(&mut value, attribute, device) })?;
+    Ok(value)
+}
+
+/// `cuFuncGetAttribute` with the attribute as a plain integer.
+pub fn function_attribute(function: sys::CUfunction, attribute: u32) -> Result<i32, Status> {
+    type F = unsafe extern "C" fn(*mut c_int, c_int, sys::CUfunction) -> c_int;
+    let f: F = symbol(b"cuFuncGetAttribute\0")?;
+    let attribute = c_int::try_from(attribute).map_err(|_| Status(result::ERROR_INVALID_VALUE))?;
+    let mut value = 0;
+    // SAFETY: `function` is a live function of the session; `value` is
+    // valid for writes.
+    code(unsafe { f(&mut value, attribute, function) })?;
+    Ok(value)
+}
+
+/// `cuFuncSetAttribute` with the attribute as a plain integer.
+pub fn set_function_attribute(
+    function: sys::CUfunction,
+    attribute: u32,
+    value: i32,
+) -> Result<(), Status> {
+    type F = unsafe extern "C" fn(sys::CUfunction, c_int, c_int) -> c_int;
+    let f: F = symbol(b"cuFuncSetAttribute\0")?;
+    let attribute = c_int::try_from(attribute).map_err(|_| Status(result::ERROR_INVALID_VALUE))?;
+    // SAFETY: `function` is a live function of the session.
+    code(unsafe { f(function, attribute, value) })
+}
+
+/// `cuFuncSetCacheConfig` with the configuration as a plain integer.
+pub fn set_cache_config(function: sys::CUfunction, config: u32) -> Result<(), Status> {
+    type F = unsafe extern "C" fn(sys::CUfunction, c_uint) -> c_int;
+    let f: F = symbol(b"cuFuncSetCacheConfig\0")?;
+    // SAFETY: `function` is a live function of the session.
+    code(unsafe { f(function, config) })
+}
+
+/// Makes `ctx` current on this thread.
+pub fn set_current(ctx: sys::CUcontext) -> Result<(), Status> {
+    // SAFETY: `ctx` is a live context (or null, which unbinds).
+    check(unsafe { sys::cuCtxSetCurrent(ctx) })
+}
+
+/// A null stream.
+pub fn null_stream() -> sys::CUstream {
+    std::ptr::null_mut()
+}
+
+/// A void pointer from a host address.
+pub fn host_ptr(ptr: *mut u8) -> *mut c_void {
+    ptr.cast()
+}

@@ -1,0 +1,143 @@
+//! The CUDA executor: runs the guest's driver-API calls on one host GPU
+//! through cudarc's dynamically loaded driver bindings. A host without
+//! libcuda (or without the device asked for) gets an error from
+//! [`CudaExecutor::open`], never a panic, and simply offers no CUDA.
+//!
+//! Snapshot support is prepared, not wired: allocations record their arena
+//! address and size, modules their image and kind, functions their name and
+//! parameter layout, streams and events their flags; the state model of
+//! `migration/` will serialize them.
+
+mod driver;
+mod info;
+mod launch;
+mod memory;
+mod objects;
+mod session;
+mod sync;
+mod transfer;
+
+use std::sync::Arc;
+
+use cudarc::driver::sys;
+use vgpu_protocol::cuda::{CuDeviceInfoReply, OPCODES};
+
+use super::{ExecSession, Executor};
+pub use driver::DriverError;
+use memory::Arena;
+pub use session::CudaSession;
+
+/// Why the CUDA device cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum CudaError {
+    #[error("CUDA driver unusable")]
+    Driver(#[from] DriverError),
+    #[error("no CUDA device {index}: the host has {count}")]
+    NoDevice { index: u32, count: i32 },
+}
+
+/// What every session of the device shares.
+pub struct DeviceShared {
+    pub device: sys::CUdevice,
+    pub info: CuDeviceInfoReply,
+    pub driver_version: u32,
+    pub arena: Arc<Arena>,
+    /// Retained for the executor's lifetime: current while sessions release
+    /// memory with no context of their own left.
+    pub primary: sys::CUcontext,
+}
+
+// SAFETY: the device ordinal and the primary context are driver handles
+// usable from any thread; the rest is plain data or thread-safe.
+unsafe impl Send for DeviceShared {}
+// SAFETY: as above.
+unsafe impl Sync for DeviceShared {}
+
+/// One CUDA device, shared by every VM this daemon serves.
+pub struct CudaExecutor {
+    index: u32,
+    shared: Arc<DeviceShared>,
+}
+
+impl CudaExecutor {
+    /// Opens host device `index` (`--device cuda:<index>`).
+    pub fn open(index: u32) -> Result<CudaExecutor, CudaError> {
+        driver::load()?;
+        // SAFETY: `load` checked that the library and every symbol exist.
+        driver::check_call("cuInit", unsafe { sys::cuInit(0) })?;
+        let mut count = 0;
+        // SAFETY: `count` is valid for writes.
+        driver::check_call("cuDeviceGetCount", unsafe {
+            sys::cuDeviceGetCount(&mut count)
+        })?;
+        if i64::from(index) >= i64::from(count) {
+            return Err(CudaError::NoDevice { index, count });
+        }
+        let mut device = 0;
+        // SAFETY: `device` is valid for writes; the ordinal is in range.
+        driver::check_call("cuDeviceGet", unsafe {
+            sys::cuDeviceGet(&mut device, index as i32)
+        })?;
+        let mut version = 0;
+        // SAFETY: `version` is valid for writes.
+        driver::check_call("cuDriverGetVersion", unsafe {
+            sys::cuDriverGetVersion(&mut version)
+        })?;
+        let mut primary = std::ptr::null_mut();
+        // SAFETY: `primary` is valid for writes; released in `Drop`.
+        driver::check_call("cuDevicePrimaryCtxRetain", unsafe {
+            sys::cuDevicePrimaryCtxRetain(&mut primary, device)
+        })?;
+        let opened = (|| {
+            // SAFETY: `primary` was just retained.
+            driver::check_call("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(primary) })?;
+            let arena = Arena::reserve(device)?;
+            let info = info::device_info(device)?;
+            Ok::<_, DriverError>((arena, info))
+        })();
+        let (arena, info) = match opened {
+            Ok(parts) => parts,
+            Err(e) => {
+                // SAFETY: retained above, released once.
+                unsafe { sys::cuDevicePrimaryCtxRelease_v2(device) };
+                return Err(e.into());
+            }
+        };
+        Ok(CudaExecutor {
+            index,
+            shared: Arc::new(DeviceShared {
+                device,
+                info,
+                driver_version: u32::try_from(version).unwrap_or(0),
+                arena: Arc::new(arena),
+                primary,
+            }),
+        })
+    }
+}
+
+impl Drop for DeviceShared {
+    fn drop(&mut self) {
+        // SAFETY: retained in `open`, released once; sessions hold `Arc`s
+        // to this, so none is left.
+        unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.device) };
+    }
+}
+
+impl Executor for CudaExecutor {
+    fn describe(&self) -> String {
+        format!(
+            "CUDA: cuda:{} {}",
+            self.index,
+            String::from_utf8_lossy(&self.shared.info.name)
+        )
+    }
+
+    fn serves(&self, opcode: u32) -> bool {
+        OPCODES.contains(&opcode)
+    }
+
+    fn open_session(&self) -> Box<dyn ExecSession> {
+        Box::new(CudaSession::new(self.shared.clone()))
+    }
+}

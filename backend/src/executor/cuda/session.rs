@@ -1,0 +1,266 @@
+//! One guest process's CUDA objects: handle tables, the contexts, and the
+//! call dispatch. Memory calls live in `transfer.rs`, modules and launches
+//! in `launch.rs`, streams and events in `sync.rs`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use cudarc::driver::sys;
+use vgpu_protocol::cuda::{result, CuInitReply, CuMemInfoReply};
+use vgpu_protocol::messages::*;
+use vgpu_protocol::{ObjectKind, Request, Status, Wire};
+
+use super::driver::{check, set_current};
+use super::memory::{Allocation, Ranges};
+use super::objects::*;
+use super::DeviceShared;
+use crate::chain::GuestIo;
+use crate::executor::ExecSession;
+use crate::handles::HandleTable;
+
+pub(super) fn cuda(code: i32) -> Status {
+    Status(code)
+}
+
+pub struct CudaSession {
+    pub(super) shared: Arc<DeviceShared>,
+    pub(super) contexts: HandleTable<HostContext>,
+    /// The guest's handle for the primary context and its retain count.
+    primary: Option<(u64, u32)>,
+    pub(super) modules: HandleTable<HostModule>,
+    pub(super) functions: HandleTable<HostFunction>,
+    pub(super) streams: HandleTable<HostStream>,
+    pub(super) events: HandleTable<HostEvent>,
+    /// Allocations by device address.
+    pub(super) allocations: BTreeMap<u64, Allocation>,
+    /// Device ranges this session may name (allocations, module globals).
+    pub(super) ranges: Ranges,
+    /// The context current on the session's thread, to skip redundant sets.
+    current: sys::CUcontext,
+}
+
+// SAFETY: the raw context pointer is a cache of a driver handle; every
+// other field is Send.
+unsafe impl Send for CudaSession {}
+
+impl CudaSession {
+    pub fn new(shared: Arc<DeviceShared>) -> CudaSession {
+        let invalid_handle = cuda(result::ERROR_INVALID_HANDLE);
+        CudaSession {
+            shared,
+            contexts: HandleTable::new(cuda(result::ERROR_INVALID_CONTEXT)),
+            primary: None,
+            modules: HandleTable::new(invalid_handle),
+            functions: HandleTable::new(invalid_handle),
+            streams: HandleTable::new(invalid_handle),
+            events: HandleTable::new(invalid_handle),
+            allocations: BTreeMap::new(),
+            ranges: Ranges::default(),
+            current: std::ptr::null_mut(),
+        }
+    }
+
+    /// Makes a raw context current unless it already is.
+    pub(super) fn make_current(&mut self, raw: sys::CUcontext) -> Result<(), Status> {
+        if self.current != raw {
+            set_current(raw)?;
+            self.current = raw;
+        }
+        Ok(())
+    }
+
+    /// Makes the guest's context `ctx` current.
+    pub(super) fn enter(&mut self, ctx: u64) -> Result<Arc<HostContext>, Status> {
+        let context = self.contexts.get(ctx)?.clone();
+        self.make_current(context.raw)?;
+        Ok(context)
+    }
+
+    /// The host stream for a guest stream (0: `ctx`'s NULL stream), with
+    /// its context current.
+    pub(super) fn stream(&mut self, ctx: u64, stream: u64) -> Result<sys::CUstream, Status> {
+        if stream == 0 {
+            self.enter(ctx)?;
+            return Ok(std::ptr::null_mut());
+        }
+        let entry = self.streams.get(stream)?.clone();
+        self.make_current(entry.ctx.raw)?;
+        Ok(entry.raw)
+    }
+
+    fn create_context(&mut self, handle: u64, device: u32, flags: u32) -> Result<(), Status> {
+        if device != 0 {
+            return Err(cuda(result::ERROR_INVALID_DEVICE));
+        }
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: `raw` is valid for writes. The new context becomes current
+        // on this thread, which the cache below records.
+        check(unsafe { sys::cuCtxCreate_v2(&mut raw, flags, self.shared.device) })?;
+        self.current = raw;
+        self.contexts.insert(handle, HostContext { raw, flags })?;
+        Ok(())
+    }
+
+    fn destroy_context(&mut self, handle: u64) -> Result<(), Status> {
+        self.contexts.release(handle)?;
+        if self.primary.is_some_and(|(h, _)| h == handle) {
+            self.primary = None;
+        }
+        self.forget_current();
+        Ok(())
+    }
+
+    /// After a context may have been destroyed, the cached current context
+    /// can be stale (and its address reused).
+    pub(super) fn forget_current(&mut self) {
+        self.current = std::ptr::null_mut();
+        let _ = set_current(std::ptr::null_mut());
+    }
+
+    fn retain_primary(&mut self, handle: u64, device: u32) -> Result<(), Status> {
+        match &mut self.primary {
+            Some((h, refs)) if *h == handle => {
+                *refs = refs.saturating_add(1);
+                Ok(())
+            }
+            Some(_) => Err(cuda(result::ERROR_INVALID_VALUE)),
+            None => {
+                self.create_context(handle, device, 0)?;
+                self.primary = Some((handle, 1));
+                Ok(())
+            }
+        }
+    }
+
+    fn release_primary(&mut self, device: u32, reset: bool) -> Result<(), Status> {
+        if device != 0 {
+            return Err(cuda(result::ERROR_INVALID_DEVICE));
+        }
+        let Some((handle, refs)) = self.primary else {
+            return if reset {
+                Ok(())
+            } else {
+                Err(cuda(result::ERROR_INVALID_CONTEXT))
+            };
+        };
+        if reset || refs <= 1 {
+            self.primary = None;
+            self.destroy_context(handle)
+        } else {
+            self.primary = Some((handle, refs - 1));
+            Ok(())
+        }
+    }
+
+    fn synchronize(&mut self, ctx: u64) -> Result<(), Status> {
+        self.enter(ctx)?;
+        // SAFETY: a context is current.
+        check(unsafe { sys::cuCtxSynchronize() })
+    }
+
+    fn mem_info(&mut self, ctx: u64) -> Result<Vec<u8>, Status> {
+        self.enter(ctx)?;
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: both outputs are valid for writes; a context is current.
+        check(unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) })?;
+        Ok(CuMemInfoReply {
+            free: free as u64,
+            total: total as u64,
+        }
+        .to_bytes())
+    }
+}
+
+fn done(result: Result<(), Status>) -> Result<Vec<u8>, Status> {
+    result.map(|()| Vec::new())
+}
+
+impl ExecSession for CudaSession {
+    fn execute(&mut self, request: &Request, io: &mut GuestIo) -> Result<Vec<u8>, Status> {
+        match request {
+            Request::CuInit(_) => Ok(CuInitReply {
+                driver_version: self.shared.driver_version,
+                device_count: 1,
+            }
+            .to_bytes()),
+            Request::CuDeviceInfo(m) if m.device == 0 => Ok(self.shared.info.to_bytes()),
+            Request::CuDeviceInfo(_) => Err(cuda(result::ERROR_INVALID_DEVICE)),
+            Request::CuMemGetInfo(m) => self.mem_info(m.ctx),
+            Request::CuCtxCreate(m) => done(self.create_context(m.ctx, m.device, m.flags)),
+            Request::CuCtxDestroy(m) => done(self.destroy_context(m.ctx)),
+            Request::CuPrimaryCtxRetain(m) => done(self.retain_primary(m.ctx, m.device)),
+            Request::CuPrimaryCtxRelease(m) => done(self.release_primary(m.device, false)),
+            Request::CuPrimaryCtxReset(m) => done(self.release_primary(m.device, true)),
+            Request::CuCtxSynchronize(m) => done(self.synchronize(m.ctx)),
+            Request::CuMemAlloc(m) => self.alloc(m),
+            Request::CuMemFree(m) => done(self.free(m.ptr)),
+            Request::CuMemcpyHtoD(m) => done(self.copy_to_device(m, io)),
+            Request::CuMemcpyDtoH(m) => done(self.copy_from_device(m, io)),
+            Request::CuMemcpyDtoD(m) => done(self.copy_on_device(m)),
+            Request::CuMemset(m) => done(self.memset(m)),
+            Request::CuModuleLoad(m) => done(self.load_module(m)),
+            Request::CuModuleUnload(m) => done(self.unload_module(m.module)),
+            Request::CuModuleGetFunction(m) => self.get_function(m),
+            Request::CuModuleGetGlobal(m) => self.get_global(m),
+            Request::CuFuncGetAttribute(m) => self.function_attribute(m),
+            Request::CuFuncSetAttribute(m) => done(self.set_function_attribute(m)),
+            Request::CuFuncSetCacheConfig(m) => done(self.set_cache_config(m)),
+            Request::CuOccupancyMaxActiveBlocks(m) => self.occupancy_blocks(m),
+            Request::CuOccupancyMaxPotentialBlockSize(m) => self.occupancy_block_size(m),
+            Request::CuLaunchKernel(m) => done(self.launch(m)),
+            Request::CuStreamCreate(m) => done(self.create_stream(m)),
+            Request::CuStreamDestroy(m) => done(self.streams.release(m.stream)),
+            Request::CuStreamSynchronize(m) => done(self.stream_synchronize(m.ctx, m.stream)),
+            Request::CuStreamQuery(m) => done(self.stream_query(m.ctx, m.stream)),
+            Request::CuStreamWaitEvent(m) => done(self.stream_wait_event(m)),
+            Request::CuEventCreate(m) => done(self.create_event(m)),
+            Request::CuEventDestroy(m) => done(self.events.release(m.event)),
+            Request::CuEventRecord(m) => done(self.record_event(m)),
+            Request::CuEventSynchronize(m) => done(self.event_synchronize(m.event)),
+            Request::CuEventQuery(m) => done(self.event_query(m.event)),
+            Request::CuEventElapsedTime(m) => self.elapsed_time(m),
+            // Other families never reach this executor (see `serves`).
+            _ => Err(cuda(result::ERROR_NOT_SUPPORTED)),
+        }
+    }
+
+    fn object_counts(&self) -> Vec<u64> {
+        let mut counts = vec![0u64; ObjectKind::ALL.len()];
+        counts[ObjectKind::Context.index()] = self.contexts.len() as u64;
+        counts[ObjectKind::Queue.index()] = self.streams.len() as u64;
+        counts[ObjectKind::Mem.index()] = self.allocations.len() as u64;
+        counts[ObjectKind::Program.index()] = self.modules.len() as u64;
+        counts[ObjectKind::Kernel.index()] = self.functions.len() as u64;
+        counts[ObjectKind::Event.index()] = self.events.len() as u64;
+        counts
+    }
+
+    fn aborter(&self) -> Box<dyn Fn() + Send + Sync> {
+        // Nothing in the CUDA API waits on the guest.
+        Box::new(|| {})
+    }
+}
+
+impl Drop for CudaSession {
+    fn drop(&mut self) {
+        // Let running work finish before its memory goes, then release in
+        // dependency order: objects hold their contexts, so the contexts go
+        // last.
+        for context in self.contexts.values() {
+            if set_current(context.raw).is_ok() {
+                // SAFETY: the context is current.
+                unsafe { sys::cuCtxSynchronize() };
+            }
+        }
+        self.functions = HandleTable::new(Status::SUCCESS);
+        self.modules = HandleTable::new(Status::SUCCESS);
+        self.streams = HandleTable::new(Status::SUCCESS);
+        self.events = HandleTable::new(Status::SUCCESS);
+        // Unmapping needs the driver rather than a context; the primary
+        // context is made current in case this driver wants one.
+        let _ = set_current(self.shared.primary);
+        self.allocations.clear();
+        self.contexts = HandleTable::new(Status::SUCCESS);
+        let _ = set_current(std::ptr::null_mut());
+    }
+}

@@ -1,0 +1,163 @@
+//! Allocation, copies and fills. Every device address a guest names must
+//! lie inside one of its own ranges; host data moves straight between guest
+//! memory and the device. Copies from guest memory are complete (staged by
+//! the driver, as for any pageable memory) before the call returns, and
+//! copies into it are synchronized, because the guest pages are only lent
+//! for the chain's lifetime.
+
+use std::ffi::c_void;
+
+use cudarc::driver::sys;
+use vgpu_protocol::cuda::{result, CuRangeReply};
+use vgpu_protocol::messages::{CuMemAlloc, CuMemcpyDtoD, CuMemcpyDtoH, CuMemcpyHtoD, CuMemset};
+use vgpu_protocol::{Status, Wire};
+
+use super::driver::check;
+use super::session::{cuda, CudaSession};
+use crate::chain::GuestIo;
+
+fn invalid() -> Status {
+    cuda(result::ERROR_INVALID_VALUE)
+}
+
+impl CudaSession {
+    /// Fails unless `[ptr, ptr+len)` is inside one of the session's ranges.
+    pub(super) fn check_range(&self, ptr: u64, len: u64) -> Result<(), Status> {
+        if self.ranges.covers(ptr, len) {
+            Ok(())
+        } else {
+            Err(invalid())
+        }
+    }
+
+    pub(super) fn alloc(&mut self, m: &CuMemAlloc) -> Result<Vec<u8>, Status> {
+        self.enter(m.ctx)?;
+        let allocation = self.shared.arena.allocate(m.size)?;
+        let reply = CuRangeReply {
+            ptr: allocation.addr,
+            size: allocation.size,
+        };
+        self.ranges.insert(allocation.addr, allocation.size);
+        self.allocations.insert(allocation.addr, allocation);
+        Ok(reply.to_bytes())
+    }
+
+    /// `cuMemFree`: waits for the session's work (a kernel may still use
+    /// the memory), then unmaps it.
+    pub(super) fn free(&mut self, ptr: u64) -> Result<(), Status> {
+        if !self.allocations.contains_key(&ptr) {
+            return Err(invalid());
+        }
+        let contexts: Vec<_> = self.contexts.values().map(|c| c.raw).collect();
+        for raw in contexts {
+            self.make_current(raw)?;
+            // SAFETY: a context is current.
+            check(unsafe { sys::cuCtxSynchronize() })?;
+        }
+        self.ranges.remove(ptr);
+        self.allocations.remove(&ptr);
+        Ok(())
+    }
+
+    pub(super) fn copy_to_device(&mut self, m: &CuMemcpyHtoD, io: &GuestIo) -> Result<(), Status> {
+        if m.data.len == 0 {
+            return Ok(());
+        }
+        self.check_range(m.dst, m.data.len)?;
+        let stream = self.stream(m.ctx, m.stream)?;
+        let mut at = m.dst;
+        for piece in io.out_slices(m.data)? {
+            let src = piece.ptr as *const c_void;
+            // SAFETY: `piece` is live guest memory of `piece.len` bytes for
+            // the chain's lifetime, and a pageable source is staged before
+            // the call returns; the device range was checked above.
+            check(unsafe {
+                if m.stream == 0 {
+                    sys::cuMemcpyHtoD_v2(at, src, piece.len)
+                } else {
+                    sys::cuMemcpyHtoDAsync_v2(at, src, piece.len, stream)
+                }
+            })?;
+            at += piece.len as u64;
+        }
+        Ok(())
+    }
+
+    pub(super) fn copy_from_device(
+        &mut self,
+        m: &CuMemcpyDtoH,
+        io: &mut GuestIo,
+    ) -> Result<(), Status> {
+        if m.data.len == 0 {
+            return Ok(());
+        }
+        self.check_range(m.src, m.data.len)?;
+        let stream = self.stream(m.ctx, m.stream)?;
+        let mut at = m.src;
+        for piece in io.in_slices(m.data)? {
+            let dst = piece.ptr as *mut c_void;
+            // SAFETY: `piece` is writable guest memory of `piece.len` bytes;
+            // the copy completes before the chain is returned (synchronized
+            // below); the device range was checked above.
+            check(unsafe {
+                if m.stream == 0 {
+                    sys::cuMemcpyDtoH_v2(dst, at, piece.len)
+                } else {
+                    sys::cuMemcpyDtoHAsync_v2(dst, at, piece.len, stream)
+                }
+            })?;
+            at += piece.len as u64;
+        }
+        if m.stream != 0 {
+            // SAFETY: `stream` is a live stream of the current context.
+            check(unsafe { sys::cuStreamSynchronize(stream) })?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn copy_on_device(&mut self, m: &CuMemcpyDtoD) -> Result<(), Status> {
+        if m.size == 0 {
+            return Ok(());
+        }
+        self.check_range(m.src, m.size)?;
+        self.check_range(m.dst, m.size)?;
+        let stream = self.stream(m.ctx, m.stream)?;
+        let size = usize::try_from(m.size).map_err(|_| invalid())?;
+        // SAFETY: both ranges belong to the session (checked above).
+        check(unsafe {
+            if m.stream == 0 {
+                sys::cuMemcpyDtoD_v2(m.dst, m.src, size)
+            } else {
+                sys::cuMemcpyDtoDAsync_v2(m.dst, m.src, size, stream)
+            }
+        })
+    }
+
+    pub(super) fn memset(&mut self, m: &CuMemset) -> Result<(), Status> {
+        let len = m
+            .count
+            .checked_mul(u64::from(m.elem_size))
+            .ok_or_else(invalid)?;
+        if len == 0 {
+            return Ok(());
+        }
+        self.check_range(m.dst, len)?;
+        let stream = self.stream(m.ctx, m.stream)?;
+        let count = usize::try_from(m.count).map_err(|_| invalid())?;
+        let asynchronous = m.stream != 0;
+        // SAFETY: the range belongs to the session (checked above); the
+        // value is truncated to the element size as the API defines.
+        let code = unsafe {
+            match (m.elem_size, asynchronous) {
+                (1, false) => sys::cuMemsetD8_v2(m.dst, m.value as u8, count),
+                (1, true) => sys::cuMemsetD8Async(m.dst, m.value as u8, count, stream),
+                (2, false) => sys::cuMemsetD16_v2(m.dst, m.value as u16, count),
+                (2, true) => sys::cuMemsetD16Async(m.dst, m.value as u16, count, stream),
+                (4, false) => sys::cuMemsetD32_v2(m.dst, m.value, count),
+                (4, true) => sys::cuMemsetD32Async(m.dst, m.value, count, stream),
+                _ => return Err(invalid()),
+            }
+        };
+        check(code)
+    }
+}

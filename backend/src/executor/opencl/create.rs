@@ -1,0 +1,465 @@
+//! Calls that create objects under guest-chosen handles, and kernel
+//! arguments. Each object records what a restore needs to build it again.
+
+use std::ffi::CString;
+use std::sync::{Arc, Mutex};
+
+use cl3::types::{cl_context_properties, cl_kernel, cl_mem, cl_platform_id};
+use vgpu_protocol::messages::*;
+use vgpu_protocol::{ArgKind, Request, Status};
+
+use super::objects::*;
+use super::session::OpenClSession;
+use crate::chain::GuestIo;
+
+pub(super) fn cstring(bytes: &[u8], invalid: Status) -> Result<CString, Status> {
+    CString::new(bytes.to_vec()).map_err(|_| invalid)
+}
+
+/// Properties lists from the guest end with 0; the platform entry, which
+/// names the guest's platform object, is replaced by the host's.
+pub(super) fn context_properties(
+    guest: &[u64],
+    platform: cl_platform_id,
+) -> Result<Vec<cl_context_properties>, Status> {
+    let mut out = Vec::new();
+    for pair in guest.chunks(2) {
+        match pair {
+            [0] | [0, _] => break,
+            [key, value] => {
+                let key = *key as cl_context_properties;
+                out.push(key);
+                if key == cl3::context::CL_CONTEXT_PLATFORM as cl_context_properties {
+                    out.push(platform as cl_context_properties);
+                } else {
+                    out.push(*value as cl_context_properties);
+                }
+            }
+            _ => return Err(Status::INVALID_PROPERTY),
+        }
+    }
+    out.push(0);
+    Ok(out)
+}
+
+/// Queue properties as a zero-terminated list of pairs.
+pub(super) fn queue_properties(guest: &[u64]) -> Result<Vec<u64>, Status> {
+    let mut props = guest.to_vec();
+    if props.len() % 2 == 1 && props.last() == Some(&0) {
+        props.pop();
+    }
+    if props.len() % 2 == 1 {
+        return Err(Status::INVALID_VALUE);
+    }
+    props.push(0);
+    Ok(props)
+}
+
+impl OpenClSession {
+    pub(super) fn new_context(&self, properties: &[u64]) -> Result<ContextEntry, Status> {
+        let props = context_properties(properties, self.platform)?;
+        let raw = cl3::context::create_context(
+            &[self.device],
+            props.as_ptr(),
+            None,
+            std::ptr::null_mut(),
+        )
+        .map_err(Status)?;
+        Ok(ContextEntry {
+            ctx: HostContext(raw),
+            properties: properties.to_vec(),
+        })
+    }
+
+    pub(super) fn create_context(&mut self, m: &CreateContext) -> Result<(), Status> {
+        let entry = self.new_context(&m.properties)?;
+        self.contexts.insert(m.context, entry)?;
+        Ok(())
+    }
+
+    pub(super) fn new_queue(
+        &self,
+        context: Arc<ContextEntry>,
+        properties: &[u64],
+    ) -> Result<QueueEntry, Status> {
+        let props = queue_properties(properties)?;
+        // SAFETY: `props` is a zero-terminated list that outlives the call.
+        let raw = unsafe {
+            cl3::command_queue::create_command_queue_with_properties(
+                context.ctx.0,
+                self.device,
+                props.as_ptr(),
+            )
+        }
+        .map_err(Status)?;
+        Ok(QueueEntry {
+            queue: HostQueue(raw),
+            context,
+            properties: props,
+            in_flight: Default::default(),
+        })
+    }
+
+    pub(super) fn create_queue(&mut self, m: &CreateQueue) -> Result<(), Status> {
+        let context = self.contexts.get(m.context)?.clone();
+        let entry = self.new_queue(context, &m.properties)?;
+        self.queues.insert(m.queue, entry)?;
+        Ok(())
+    }
+
+    /// A buffer, filled from `init` (host memory of `size` bytes) when given.
+    pub(super) fn new_buffer(
+        &self,
+        context: Arc<ContextEntry>,
+        flags: u64,
+        size: u64,
+        init: Option<*mut u8>,
+    ) -> Result<HostMem, Status> {
+        use cl3::memory::{CL_MEM_ALLOC_HOST_PTR, CL_MEM_COPY_HOST_PTR, CL_MEM_USE_HOST_PTR};
+        if size == 0 {
+            return Err(Status::INVALID_BUFFER_SIZE);
+        }
+        // Host pointers of the guest mean nothing here: initial data comes
+        // from the chain, copied in at creation.
+        let mut host_flags =
+            flags & !(CL_MEM_USE_HOST_PTR | CL_MEM_COPY_HOST_PTR | CL_MEM_ALLOC_HOST_PTR);
+        if init.is_some() {
+            host_flags |= CL_MEM_COPY_HOST_PTR;
+        }
+        let len = usize::try_from(size).map_err(|_| Status::INVALID_BUFFER_SIZE)?;
+        let host_ptr = init.unwrap_or(std::ptr::null_mut());
+        // SAFETY: with COPY_HOST_PTR, `host_ptr` points at `size` readable
+        // bytes (the caller's contract); otherwise it is NULL.
+        let raw = unsafe {
+            cl3::memory::create_buffer(context.ctx.0, host_flags, len, host_ptr as *mut _)
+        }
+        .map_err(Status)?;
+        Ok(HostMem {
+            raw,
+            size,
+            flags,
+            context,
+            parent: None,
+        })
+    }
+
+    pub(super) fn create_buffer(
+        &mut self,
+        m: &CreateBuffer,
+        io: &mut GuestIo,
+    ) -> Result<(), Status> {
+        let context = self.contexts.get(m.context)?.clone();
+        let mut staging = Vec::new();
+        let init = if m.init.len > 0 {
+            if m.init.len != m.size {
+                return Err(Status::INVALID_VALUE);
+            }
+            match io.out_slices(m.init)?.as_slice() {
+                [only] => Some(only.ptr),
+                _ => {
+                    staging.resize(
+                        usize::try_from(m.size).map_err(|_| Status::INVALID_BUFFER_SIZE)?,
+                        0,
+                    );
+                    io.out.read(m.init.offset, &mut staging)?;
+                    Some(staging.as_mut_ptr())
+                }
+            }
+        } else {
+            None
+        };
+        let mem = self.new_buffer(context, m.flags, m.size, init)?;
+        self.mems.insert(m.mem, mem)?;
+        Ok(())
+    }
+
+    pub(super) fn new_sub_buffer(
+        &self,
+        parent: Arc<HostMem>,
+        flags: u64,
+        origin: u64,
+        size: u64,
+    ) -> Result<HostMem, Status> {
+        let region = cl3::memory::cl_buffer_region {
+            origin: usize::try_from(origin).map_err(|_| Status::INVALID_VALUE)?,
+            size: usize::try_from(size).map_err(|_| Status::INVALID_VALUE)?,
+        };
+        // SAFETY: `region` is a valid cl_buffer_region for the duration of the call.
+        let raw = unsafe {
+            cl3::memory::create_sub_buffer(
+                parent.raw,
+                flags,
+                cl3::memory::CL_BUFFER_CREATE_TYPE_REGION,
+                &region as *const _ as *const _,
+            )
+        }
+        .map_err(Status)?;
+        Ok(HostMem {
+            raw,
+            size,
+            flags,
+            context: parent.context.clone(),
+            parent: Some((parent, origin)),
+        })
+    }
+
+    pub(super) fn create_sub_buffer(&mut self, m: &CreateSubBuffer) -> Result<(), Status> {
+        let parent = self.mems.get(m.parent)?.clone();
+        let mem = self.new_sub_buffer(parent, m.flags, m.origin, m.size)?;
+        self.mems.insert(m.mem, mem)?;
+        Ok(())
+    }
+
+    /// A program created (not built) from its origin.
+    pub(super) fn new_program(
+        &self,
+        context: Arc<ContextEntry>,
+        origin: ProgramOrigin,
+    ) -> Result<ProgramEntry, Status> {
+        let raw = match &origin {
+            ProgramOrigin::Source(source) => {
+                let source = std::str::from_utf8(source).map_err(|_| Status::INVALID_VALUE)?;
+                cl3::program::create_program_with_source(context.ctx.0, &[source])
+            }
+            ProgramOrigin::Il(il) => cl3::program::create_program_with_il(context.ctx.0, il),
+            ProgramOrigin::Binary(binary) => {
+                if binary.is_empty() {
+                    return Err(Status::INVALID_VALUE);
+                }
+                // SAFETY: one device, one binary slice that outlives the call.
+                unsafe {
+                    cl3::program::create_program_with_binary(
+                        context.ctx.0,
+                        &[self.device],
+                        &[binary],
+                    )
+                }
+            }
+            ProgramOrigin::Linked { inputs, options } => {
+                let options = cstring(options, Status::INVALID_LINKER_OPTIONS)?;
+                let raw_inputs: Vec<_> = inputs.iter().map(|p| p.program.0).collect();
+                if raw_inputs.is_empty() {
+                    return Err(Status::INVALID_VALUE);
+                }
+                // SAFETY: every input program is live (held in `inputs`).
+                unsafe {
+                    cl3::program::link_program(
+                        context.ctx.0,
+                        &[self.device],
+                        &options,
+                        &raw_inputs,
+                        None,
+                        std::ptr::null_mut(),
+                    )
+                }
+            }
+        }
+        .map_err(Status)?;
+        let build = match &origin {
+            ProgramOrigin::Linked { options, .. } => BuildRecord::Built {
+                options: options.clone(),
+            },
+            _ => BuildRecord::None,
+        };
+        Ok(ProgramEntry {
+            program: HostProgram(raw),
+            context,
+            origin,
+            build: Mutex::new(build),
+        })
+    }
+
+    pub(super) fn create_program(&mut self, request: &Request) -> Result<Vec<u8>, Status> {
+        let (handle, context, origin) = match request {
+            Request::CreateProgramWithSource(m) => (
+                m.program,
+                m.context,
+                ProgramOrigin::Source(m.source.clone()),
+            ),
+            Request::CreateProgramWithBinary(m) => (
+                m.program,
+                m.context,
+                ProgramOrigin::Binary(m.binary.clone()),
+            ),
+            Request::CreateProgramWithIl(m) => {
+                (m.program, m.context, ProgramOrigin::Il(m.il.clone()))
+            }
+            Request::LinkProgram(m) => {
+                let inputs = self.programs.get_all(&m.inputs, Status::INVALID_PROGRAM)?;
+                (
+                    m.program,
+                    m.context,
+                    ProgramOrigin::Linked {
+                        inputs,
+                        options: m.options.clone(),
+                    },
+                )
+            }
+            _ => return Err(Status::INVALID_OPERATION),
+        };
+        let context = self.contexts.get(context)?.clone();
+        let entry = self.new_program(context, origin)?;
+        self.programs.insert(handle, entry)?;
+        Ok(Vec::new())
+    }
+
+    /// Builds (or only compiles) a program and records it.
+    pub(super) fn build(&self, program: &ProgramEntry, record: BuildRecord) -> Result<(), Status> {
+        let result = match &record {
+            BuildRecord::None => Ok(()),
+            BuildRecord::Built { options } => {
+                let options = cstring(options, Status::INVALID_BUILD_OPTIONS)?;
+                cl3::program::build_program(
+                    program.program.0,
+                    &[self.device],
+                    &options,
+                    None,
+                    std::ptr::null_mut(),
+                )
+            }
+            BuildRecord::Compiled { options } => {
+                let options = cstring(options, Status::INVALID_COMPILER_OPTIONS)?;
+                cl3::program::compile_program(
+                    program.program.0,
+                    &[self.device],
+                    &options,
+                    &[],
+                    &[],
+                    None,
+                    std::ptr::null_mut(),
+                )
+            }
+        };
+        result.map_err(Status)?;
+        *program.build.lock().unwrap_or_else(|e| e.into_inner()) = record;
+        Ok(())
+    }
+
+    pub(super) fn build_program(&mut self, m: &BuildProgram) -> Result<Vec<u8>, Status> {
+        let program = self.programs.get(m.program)?;
+        self.build(
+            program,
+            BuildRecord::Built {
+                options: m.options.clone(),
+            },
+        )?;
+        Ok(Vec::new())
+    }
+
+    pub(super) fn compile_program(&mut self, m: &CompileProgram) -> Result<Vec<u8>, Status> {
+        let program = self.programs.get(m.program)?;
+        self.build(
+            program,
+            BuildRecord::Compiled {
+                options: m.options.clone(),
+            },
+        )?;
+        Ok(Vec::new())
+    }
+
+    pub(super) fn new_kernel(
+        &self,
+        program: Arc<ProgramEntry>,
+        name: &[u8],
+    ) -> Result<HostKernel, Status> {
+        let cname = cstring(name, Status::INVALID_KERNEL_NAME)?;
+        let raw = cl3::kernel::create_kernel(program.program.0, &cname).map_err(Status)?;
+        Ok(kernel_entry(raw, program, name.to_vec()))
+    }
+
+    pub(super) fn create_kernel(&mut self, m: &CreateKernel) -> Result<(), Status> {
+        let program = self.programs.get(m.program)?.clone();
+        let kernel = self.new_kernel(program, &m.name)?;
+        self.kernels.insert(m.kernel, kernel)?;
+        Ok(())
+    }
+
+    pub(super) fn clone_kernel(&mut self, m: &CloneKernel) -> Result<(), Status> {
+        let source = self.kernels.get(m.source)?.clone();
+        let raw = cl3::kernel::clone_kernel(source.raw).map_err(Status)?;
+        let kernel = kernel_entry(raw, source.program.clone(), source.name.clone());
+        *kernel.args.lock().unwrap_or_else(|e| e.into_inner()) = source
+            .args
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        self.kernels.insert(m.kernel, kernel)?;
+        Ok(())
+    }
+
+    /// Sets one argument on the host kernel and records it.
+    pub(super) fn apply_arg(kernel: &HostKernel, index: u32, arg: ArgRecord) -> Result<(), Status> {
+        if index >= kernel.num_args {
+            return Err(Status::INVALID_ARG_INDEX);
+        }
+        let null_mem: cl_mem = std::ptr::null_mut();
+        let mem_size = std::mem::size_of::<cl_mem>();
+        // SAFETY (all arms): each value pointer is valid for its size during
+        // the call, as clSetKernelArg requires.
+        let result = unsafe {
+            match &arg {
+                ArgRecord::Unset => return Err(Status::INVALID_ARG_VALUE),
+                ArgRecord::Value(bytes) => cl3::kernel::set_kernel_arg(
+                    kernel.raw,
+                    index,
+                    bytes.len(),
+                    bytes.as_ptr() as *const _,
+                ),
+                ArgRecord::Mem(mem) => cl3::kernel::set_kernel_arg(
+                    kernel.raw,
+                    index,
+                    mem_size,
+                    &mem.raw as *const cl_mem as *const _,
+                ),
+                ArgRecord::NullMem => cl3::kernel::set_kernel_arg(
+                    kernel.raw,
+                    index,
+                    mem_size,
+                    &null_mem as *const cl_mem as *const _,
+                ),
+                // A NULL value with a size: `__local` memory (or a NULL
+                // buffer for a pointer argument), as the spec defines.
+                ArgRecord::Local(size) => cl3::kernel::set_kernel_arg(
+                    kernel.raw,
+                    index,
+                    usize::try_from(*size).map_err(|_| Status::INVALID_ARG_SIZE)?,
+                    std::ptr::null(),
+                ),
+            }
+        };
+        result.map_err(Status)?;
+        kernel.args.lock().unwrap_or_else(|e| e.into_inner())[index as usize] = arg;
+        Ok(())
+    }
+
+    pub(super) fn set_kernel_arg(&mut self, m: &SetKernelArg) -> Result<(), Status> {
+        let kernel = self.kernels.get(m.kernel)?.clone();
+        let arg = match ArgKind::from_u32(m.arg_kind).ok_or(Status::INVALID_VALUE)? {
+            ArgKind::Value => {
+                if m.value.len() as u64 != m.size {
+                    return Err(Status::INVALID_ARG_SIZE);
+                }
+                ArgRecord::Value(m.value.clone())
+            }
+            ArgKind::Mem => ArgRecord::Mem(self.mems.get(m.handle)?.clone()),
+            ArgKind::NullMem => ArgRecord::NullMem,
+            ArgKind::Local => ArgRecord::Local(m.size),
+            ArgKind::Sampler => return Err(Status::INVALID_SAMPLER),
+        };
+        Self::apply_arg(&kernel, m.index, arg)
+    }
+}
+
+fn kernel_entry(raw: cl_kernel, program: Arc<ProgramEntry>, name: Vec<u8>) -> HostKernel {
+    let num_args = cl3::kernel::get_kernel_data(raw, cl3::kernel::CL_KERNEL_NUM_ARGS)
+        .ok()
+        .and_then(|b| Some(u32::from_le_bytes(b.get(..4)?.try_into().ok()?)))
+        .unwrap_or(0);
+    HostKernel {
+        raw,
+        num_args,
+        name,
+        program,
+        args: Mutex::new(vec![ArgRecord::Unset; num_args as usize]),
+    }
+}
