@@ -1,0 +1,185 @@
+//! Building, compiling and linking programs. These wait for the backend
+//! (the build log and status are wanted at once); a notification callback,
+//! when given, runs before the call returns.
+
+use std::ffi::{c_char, c_void};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use opencl_sys::*;
+use vgpu_protocol::messages::{BuildProgram, CompileProgram, LinkProgram};
+
+use crate::api::context::check_device;
+use crate::api::entry::{object_entry, status_entry};
+use crate::api::util::{array, opt_c_str};
+use crate::core::callback::{ObjectCallback, ObjectFn};
+use crate::core::context::Context;
+use crate::core::object::{Cl, ClResult, RawPtr};
+use crate::core::platform;
+use crate::core::program::{Origin, Program};
+
+status_entry! {
+    fn clBuildProgram(program: cl_program, num_devices: cl_uint, device_list: *const cl_device_id, options: *const c_char, pfn_notify: Option<ObjectFn>, user_data: *mut c_void) => build_program;
+    fn clCompileProgram(program: cl_program, num_devices: cl_uint, device_list: *const cl_device_id, options: *const c_char, num_input_headers: cl_uint, input_headers: *const cl_program, header_include_names: *mut *const c_char, pfn_notify: Option<ObjectFn>, user_data: *mut c_void) => compile_program;
+}
+
+object_entry! {
+    fn clLinkProgram(context: cl_context, num_devices: cl_uint, device_list: *const cl_device_id, options: *const c_char, num_input_programs: cl_uint, input_programs: *const cl_program, pfn_notify: Option<ObjectFn>, user_data: *mut c_void) -> cl_program => link_program;
+}
+
+/// The checks common to build, compile and link: CL_INVALID_VALUE if
+/// device_list is NULL and num_devices is greater than zero or the reverse,
+/// or if pfn_notify is NULL but user_data is not; CL_INVALID_DEVICE if a
+/// listed device is not the context's.
+fn check_common(
+    context: &Arc<Cl<Context>>,
+    num_devices: cl_uint,
+    devices: *const cl_device_id,
+    pfn_notify: Option<ObjectFn>,
+    user_data: *mut c_void,
+) -> ClResult<Option<ObjectCallback>> {
+    if devices.is_null() != (num_devices == 0) {
+        return Err(CL_INVALID_VALUE);
+    }
+    for &device in array(devices, num_devices as usize)? {
+        check_device(context, device)?;
+    }
+    match pfn_notify {
+        Some(pfn) => Ok(Some(ObjectCallback {
+            pfn,
+            data: RawPtr::new(user_data),
+        })),
+        None if user_data.is_null() => Ok(None),
+        None => Err(CL_INVALID_VALUE),
+    }
+}
+
+fn build_program(
+    program: cl_program,
+    num_devices: cl_uint,
+    devices: *const cl_device_id,
+    options: *const c_char,
+    pfn_notify: Option<ObjectFn>,
+    user_data: *mut c_void,
+) -> ClResult<()> {
+    let program = Cl::<Program>::get(program)?;
+    let notify = check_common(
+        &program.context,
+        num_devices,
+        devices,
+        pfn_notify,
+        user_data,
+    )?;
+    // CL_INVALID_OPERATION if there are kernel objects attached to program.
+    if program.kernels.load(Ordering::Relaxed) > 0 {
+        return Err(CL_INVALID_OPERATION);
+    }
+    let build = BuildProgram {
+        program: program.handle(),
+        options: opt_c_str(options)?,
+    };
+    let result = platform::client()?
+        .call(build.into())
+        .map(drop)
+        .map_err(|s| s.0);
+    program.set_executable(result.is_ok());
+    if let Some(callback) = notify {
+        callback.call(program.as_ptr());
+    }
+    result
+}
+
+fn compile_program(
+    program: cl_program,
+    num_devices: cl_uint,
+    devices: *const cl_device_id,
+    options: *const c_char,
+    num_headers: cl_uint,
+    headers: *const cl_program,
+    header_names: *mut *const c_char,
+    pfn_notify: Option<ObjectFn>,
+    user_data: *mut c_void,
+) -> ClResult<()> {
+    let program = Cl::<Program>::get(program)?;
+    let notify = check_common(
+        &program.context,
+        num_devices,
+        devices,
+        pfn_notify,
+        user_data,
+    )?;
+    // CL_INVALID_VALUE if num_input_headers is zero and header_include_names
+    // or input_headers are not NULL, or if num_input_headers is not zero
+    // and either is NULL.
+    if (num_headers == 0) != headers.is_null() || (num_headers == 0) != header_names.is_null() {
+        return Err(CL_INVALID_VALUE);
+    }
+    // Embedded headers are not forwarded (the protocol's CompileProgram
+    // takes one program).
+    if num_headers > 0 {
+        return Err(CL_INVALID_OPERATION);
+    }
+    // CL_INVALID_OPERATION if program has no source or IL, or kernels are
+    // attached.
+    if matches!(program.origin, Origin::Binary | Origin::Linked)
+        || program.kernels.load(Ordering::Relaxed) > 0
+    {
+        return Err(CL_INVALID_OPERATION);
+    }
+    let compile = CompileProgram {
+        program: program.handle(),
+        options: opt_c_str(options)?,
+    };
+    let result = platform::client()?
+        .call(compile.into())
+        .map(drop)
+        .map_err(|s| s.0);
+    program.set_executable(false);
+    if let Some(callback) = notify {
+        callback.call(program.as_ptr());
+    }
+    result
+}
+
+fn link_program(
+    context: cl_context,
+    num_devices: cl_uint,
+    devices: *const cl_device_id,
+    options: *const c_char,
+    num_inputs: cl_uint,
+    inputs: *const cl_program,
+    pfn_notify: Option<ObjectFn>,
+    user_data: *mut c_void,
+) -> ClResult<cl_program> {
+    let context = Cl::<Context>::get(context)?;
+    let notify = check_common(&context, num_devices, devices, pfn_notify, user_data)?;
+    // CL_INVALID_VALUE if num_input_programs is zero or input_programs is
+    // NULL; CL_INVALID_PROGRAM if a program in input_programs is not valid.
+    if num_inputs == 0 || inputs.is_null() {
+        return Err(CL_INVALID_VALUE);
+    }
+    let mut handles = Vec::new();
+    for &input in array(inputs, num_inputs as usize)? {
+        let input = Cl::<Program>::get(input)?;
+        if !Arc::ptr_eq(&input.context, &context) {
+            return Err(CL_INVALID_CONTEXT);
+        }
+        handles.push(input.handle());
+    }
+    let options = opt_c_str(options)?;
+    let library = String::from_utf8_lossy(&options).contains("-create-library");
+    let client = platform::client()?;
+    let program = client.new_handle();
+    let link = LinkProgram {
+        program,
+        context: context.handle(),
+        options,
+        inputs: handles,
+    };
+    client.call(link.into()).map_err(|s| s.0)?;
+    let linked = Cl::publish(program, Program::new(context, Origin::Linked, !library));
+    if let Some(callback) = notify {
+        callback.call(linked.as_ptr());
+    }
+    Ok(linked.as_ptr())
+}

@@ -1,0 +1,217 @@
+//! Kernel entry points.
+
+use std::ffi::{c_char, c_void};
+use std::sync::Arc;
+
+use opencl_sys::*;
+use vgpu_protocol::messages::{CloneKernel, CreateKernel, SetKernelArg};
+use vgpu_protocol::{ArgKind, InfoTarget};
+
+use crate::api::context::check_device;
+use crate::api::entry::{object_entry, status_entry};
+use crate::api::util::{bytes, c_str, read, write, write_info};
+use crate::core::info;
+use crate::core::kernel::Kernel;
+use crate::core::memory::Mem;
+use crate::core::object::{Cl, ClResult};
+use crate::core::platform;
+use crate::core::program::Program;
+
+object_entry! {
+    fn clCreateKernel(program: cl_program, kernel_name: *const c_char) -> cl_kernel => create_kernel;
+    fn clCloneKernel(source_kernel: cl_kernel) -> cl_kernel => clone_kernel;
+}
+
+status_entry! {
+    fn clCreateKernelsInProgram(program: cl_program, num_kernels: cl_uint, kernels: *mut cl_kernel, num_kernels_ret: *mut cl_uint) => create_kernels_in_program;
+    fn clRetainKernel(kernel: cl_kernel) => Cl::<Kernel>::retain;
+    fn clReleaseKernel(kernel: cl_kernel) => Cl::<Kernel>::release;
+    fn clSetKernelArg(kernel: cl_kernel, arg_index: cl_uint, arg_size: usize, arg_value: *const c_void) => set_kernel_arg;
+    fn clGetKernelInfo(kernel: cl_kernel, param_name: cl_kernel_info, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut usize) => get_kernel_info;
+    fn clGetKernelWorkGroupInfo(kernel: cl_kernel, device: cl_device_id, param_name: cl_kernel_work_group_info, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut usize) => get_kernel_work_group_info;
+    fn clGetKernelArgInfo(kernel: cl_kernel, arg_index: cl_uint, param_name: cl_kernel_arg_info, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut usize) => get_kernel_arg_info;
+}
+
+/// Creates kernel `name` of an executable program (deferred).
+fn new_kernel(program: &Arc<Cl<Program>>, name: String) -> ClResult<Arc<Cl<Kernel>>> {
+    let client = platform::client()?;
+    let kernel = client.new_handle();
+    let create = CreateKernel {
+        kernel,
+        program: program.handle(),
+        name: name.clone().into_bytes(),
+    };
+    client.defer(create.into()).map_err(|s| s.0)?;
+    Ok(Cl::publish(kernel, Kernel::new(program.clone(), name)))
+}
+
+fn create_kernel(program: cl_program, name: *const c_char) -> ClResult<cl_kernel> {
+    let program = Cl::<Program>::get(program)?;
+    // CL_INVALID_VALUE if kernel_name is NULL.
+    let name = c_str(name)?.to_string_lossy().into_owned();
+    // CL_INVALID_PROGRAM_EXECUTABLE if there is no successfully built
+    // executable for program; CL_INVALID_KERNEL_NAME if kernel_name is not
+    // found in program.
+    if !program.kernel_names()?.contains(&name) {
+        return Err(CL_INVALID_KERNEL_NAME);
+    }
+    Ok(new_kernel(&program, name)?.as_ptr())
+}
+
+fn create_kernels_in_program(
+    program: cl_program,
+    num_kernels: cl_uint,
+    kernels: *mut cl_kernel,
+    num_kernels_ret: *mut cl_uint,
+) -> ClResult<()> {
+    let program = Cl::<Program>::get(program)?;
+    let names = program.kernel_names()?;
+    // CL_INVALID_VALUE if kernels is not NULL and num_kernels is less than
+    // the number of kernels in program.
+    if !kernels.is_null() && (num_kernels as usize) < names.len() {
+        return Err(CL_INVALID_VALUE);
+    }
+    if !kernels.is_null() {
+        for (i, name) in names.iter().enumerate() {
+            let kernel = new_kernel(&program, name.clone())?;
+            write(kernels.wrapping_add(i), kernel.as_ptr());
+        }
+    }
+    write(num_kernels_ret, names.len() as cl_uint);
+    Ok(())
+}
+
+fn clone_kernel(source: cl_kernel) -> ClResult<cl_kernel> {
+    let source = Cl::<Kernel>::get(source)?;
+    let client = platform::client()?;
+    let kernel = client.new_handle();
+    client
+        .defer(
+            CloneKernel {
+                kernel,
+                source: source.handle(),
+            }
+            .into(),
+        )
+        .map_err(|s| s.0)?;
+    Ok(Cl::publish(kernel, Kernel::cloned_from(&source)).as_ptr())
+}
+
+/// How an argument value travels: a live memory object of the kernel's
+/// context by handle, a pointer to a NULL `cl_mem` as a NULL buffer, a
+/// NULL `arg_value` as `__local` memory of `arg_size` bytes, anything else
+/// as bytes.
+fn classify(
+    kernel: &Cl<Kernel>,
+    size: usize,
+    value: *const c_void,
+) -> ClResult<(ArgKind, u64, Vec<u8>)> {
+    if value.is_null() {
+        return Ok((ArgKind::Local, 0, Vec::new()));
+    }
+    if size == std::mem::size_of::<cl_mem>() {
+        let ptr: cl_mem = read(value as *const cl_mem)?;
+        if ptr.is_null() {
+            return Ok((ArgKind::NullMem, 0, Vec::new()));
+        }
+        if let Ok(mem) = Cl::<Mem>::get(ptr) {
+            // CL_INVALID_MEM_OBJECT for a memory object of another context.
+            if !Arc::ptr_eq(&mem.context, &kernel.program.context) {
+                return Err(CL_INVALID_MEM_OBJECT);
+            }
+            return Ok((ArgKind::Mem, mem.handle(), Vec::new()));
+        }
+    }
+    Ok((ArgKind::Value, 0, bytes(value, size)?.to_vec()))
+}
+
+fn set_kernel_arg(
+    kernel: cl_kernel,
+    index: cl_uint,
+    size: usize,
+    value: *const c_void,
+) -> ClResult<()> {
+    let kernel = Cl::<Kernel>::get(kernel)?;
+    // CL_INVALID_ARG_INDEX if arg_index is not a valid argument index.
+    if index >= kernel.num_args()? {
+        return Err(CL_INVALID_ARG_INDEX);
+    }
+    // CL_INVALID_ARG_SIZE if arg_size is too large for one message.
+    if size > vgpu_protocol::limits::MAX_BYTES_FIELD as usize {
+        return Err(CL_INVALID_ARG_SIZE);
+    }
+    let (kind, handle, value) = classify(&kernel, size, value)?;
+    let set = SetKernelArg {
+        kernel: kernel.handle(),
+        index,
+        arg_kind: kind as u32,
+        size: size as u64,
+        value,
+        handle,
+    };
+    let client = platform::client()?;
+    // The first value of each (index, kind, size) waits for the backend, so
+    // a wrong size or kind is reported here as the spec requires; later
+    // ones only differ in content, which was checked above, and are batched.
+    if kernel.accepted_before(index, kind, size as u64) {
+        client.defer(set.into()).map_err(|s| s.0)?;
+    } else {
+        client.call(set.into()).map_err(|s| s.0)?;
+    }
+    kernel.record_arg(index, kind, size as u64);
+    Ok(())
+}
+
+fn get_kernel_info(
+    kernel: cl_kernel,
+    param: cl_kernel_info,
+    size: usize,
+    value: *mut c_void,
+    size_ret: *mut usize,
+) -> ClResult<()> {
+    let kernel = Cl::<Kernel>::get(kernel)?;
+    let bytes = match param {
+        CL_KERNEL_FUNCTION_NAME => info::string(&kernel.name),
+        CL_KERNEL_NUM_ARGS => info::u32(kernel.num_args()?),
+        CL_KERNEL_REFERENCE_COUNT => info::u32(kernel.ref_count()),
+        CL_KERNEL_CONTEXT => info::ptr(kernel.program.context.as_ptr()),
+        CL_KERNEL_PROGRAM => info::ptr(kernel.program.as_ptr()),
+        _ => info::remote(InfoTarget::Kernel, kernel.handle(), 0, param)?,
+    };
+    write_info(&bytes, size, value, size_ret)
+}
+
+fn get_kernel_work_group_info(
+    kernel: cl_kernel,
+    device: cl_device_id,
+    param: cl_kernel_work_group_info,
+    size: usize,
+    value: *mut c_void,
+    size_ret: *mut usize,
+) -> ClResult<()> {
+    let kernel = Cl::<Kernel>::get(kernel)?;
+    // CL_INVALID_DEVICE if device is not in the list of devices associated
+    // with kernel (NULL is allowed: there is only one).
+    if !device.is_null() {
+        check_device(&kernel.program.context, device)?;
+    }
+    let bytes = kernel.work_group_info(param)?;
+    write_info(&bytes, size, value, size_ret)
+}
+
+fn get_kernel_arg_info(
+    kernel: cl_kernel,
+    index: cl_uint,
+    param: cl_kernel_arg_info,
+    size: usize,
+    value: *mut c_void,
+    size_ret: *mut usize,
+) -> ClResult<()> {
+    let kernel = Cl::<Kernel>::get(kernel)?;
+    // CL_INVALID_ARG_INDEX if arg_index is not a valid argument index.
+    if index >= kernel.num_args()? {
+        return Err(CL_INVALID_ARG_INDEX);
+    }
+    let bytes = info::remote(InfoTarget::KernelArg, kernel.handle(), index, param)?;
+    write_info(&bytes, size, value, size_ret)
+}

@@ -1,0 +1,256 @@
+//! Buffer entry points: creation, sub-buffers, info, reference counts.
+
+use std::ffi::c_void;
+
+use opencl_sys::*;
+use vgpu_protocol::messages::{CreateBuffer, CreateSubBuffer, EnqueueWriteBuffer};
+use vgpu_protocol::{DataRef, Request};
+
+use crate::api::entry::{object_entry, status_entry};
+use crate::api::util::{bytes, properties, read, write_info};
+use crate::core::callback::{ObjectCallback, ObjectFn};
+use crate::core::context::Context;
+use crate::core::info;
+use crate::core::memory::{check_flags, sub_buffer_flags, Mem, HOST_ACCESS};
+use crate::core::object::{Cl, ClResult, RawPtr};
+use crate::core::platform;
+
+object_entry! {
+    fn clCreateBuffer(context: cl_context, flags: cl_mem_flags, size: usize, host_ptr: *mut c_void) -> cl_mem => create_buffer;
+    fn clCreateBufferWithProperties(context: cl_context, properties: *const cl_mem_properties, flags: cl_mem_flags, size: usize, host_ptr: *mut c_void) -> cl_mem => create_buffer_with_properties;
+    fn clCreateSubBuffer(buffer: cl_mem, flags: cl_mem_flags, buffer_create_type: cl_buffer_create_type, buffer_create_info: *const c_void) -> cl_mem => create_sub_buffer;
+}
+
+status_entry! {
+    fn clRetainMemObject(memobj: cl_mem) => Cl::<Mem>::retain;
+    fn clReleaseMemObject(memobj: cl_mem) => Cl::<Mem>::release;
+    fn clGetMemObjectInfo(memobj: cl_mem, param_name: cl_mem_info, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut usize) => get_mem_object_info;
+    fn clSetMemObjectDestructorCallback(memobj: cl_mem, pfn_notify: Option<ObjectFn>, user_data: *mut c_void) => set_mem_object_destructor_callback;
+    fn clGetSupportedImageFormats(context: cl_context, flags: cl_mem_flags, image_type: cl_mem_object_type, num_entries: cl_uint, image_formats: *mut cl_image_format, num_image_formats: *mut cl_uint) => get_supported_image_formats;
+}
+
+/// Initial data up to this size travels inside the batch (copied);
+/// larger data is sent at once, in chunks after the first through the
+/// context's internal queue.
+const STAGED_INIT: usize = 64 << 10;
+
+fn create_buffer(
+    context: cl_context,
+    flags: cl_mem_flags,
+    size: usize,
+    host_ptr: *mut c_void,
+) -> ClResult<cl_mem> {
+    // CL_INVALID_CONTEXT if context is not a valid context.
+    let context = Cl::<Context>::get(context)?;
+    // CL_INVALID_VALUE if values specified in flags are not valid.
+    if !check_flags(flags) {
+        return Err(CL_INVALID_VALUE);
+    }
+    // CL_INVALID_BUFFER_SIZE if size is 0 or greater than
+    // CL_DEVICE_MAX_MEM_ALLOC_SIZE.
+    if size == 0 || size as u64 > context.device.number(CL_DEVICE_MAX_MEM_ALLOC_SIZE)? {
+        return Err(CL_INVALID_BUFFER_SIZE);
+    }
+    // CL_INVALID_HOST_PTR if host_ptr is NULL and CL_MEM_USE_HOST_PTR or
+    // CL_MEM_COPY_HOST_PTR are set in flags or if host_ptr is not NULL but
+    // they are not set.
+    let with_host_ptr = flags & (CL_MEM_USE_HOST_PTR | CL_MEM_COPY_HOST_PTR) != 0;
+    if with_host_ptr == host_ptr.is_null() {
+        return Err(CL_INVALID_HOST_PTR);
+    }
+    let client = platform::client()?;
+    let mem = client.new_handle();
+    // The device copy of a USE_HOST_PTR buffer starts as a copy too. Host
+    // access flags are enforced here: the backend's buffer allows the reads
+    // and writes that maps do on the application's behalf.
+    let remote_flags = flags & !(CL_MEM_USE_HOST_PTR | CL_MEM_COPY_HOST_PTR | HOST_ACCESS)
+        | if with_host_ptr {
+            CL_MEM_COPY_HOST_PTR
+        } else {
+            0
+        };
+    let create = |init: DataRef| CreateBuffer {
+        mem,
+        context: context.handle(),
+        flags: remote_flags,
+        size: size as u64,
+        init,
+    };
+    if with_host_ptr {
+        let data = bytes(host_ptr, size)?;
+        let queue = if size > STAGED_INIT {
+            context.internal_queue()?
+        } else {
+            0
+        };
+        client
+            .defer_with_out(data, |chunk, start| -> Request {
+                if start == 0 {
+                    create(chunk).into()
+                } else {
+                    EnqueueWriteBuffer {
+                        queue,
+                        mem,
+                        offset: start,
+                        data: chunk,
+                        wait: Vec::new(),
+                        event: 0,
+                    }
+                    .into()
+                }
+            })
+            .map_err(|s| s.0)?;
+    } else {
+        client
+            .defer(create(DataRef::NONE).into())
+            .map_err(|s| s.0)?;
+    }
+    let kept = if flags & CL_MEM_USE_HOST_PTR != 0 {
+        RawPtr::new(host_ptr)
+    } else {
+        RawPtr(0)
+    };
+    let object = Cl::publish(mem, Mem::new(context, flags, size as u64, kept, None));
+    Ok(object.as_ptr())
+}
+
+fn create_buffer_with_properties(
+    context: cl_context,
+    props: *const cl_mem_properties,
+    flags: cl_mem_flags,
+    size: usize,
+    host_ptr: *mut c_void,
+) -> ClResult<cl_mem> {
+    // CL_INVALID_PROPERTY if a property name in properties is not a
+    // supported property name (no buffer properties are supported).
+    if properties(props, CL_INVALID_PROPERTY)?.len() > 1 {
+        return Err(CL_INVALID_PROPERTY);
+    }
+    create_buffer(context, flags, size, host_ptr)
+}
+
+fn create_sub_buffer(
+    buffer: cl_mem,
+    flags: cl_mem_flags,
+    create_type: cl_buffer_create_type,
+    create_info: *const c_void,
+) -> ClResult<cl_mem> {
+    let parent = Cl::<Mem>::get(buffer)?;
+    // CL_INVALID_MEM_OBJECT if buffer is a sub-buffer object.
+    if parent.parent.is_some() {
+        return Err(CL_INVALID_MEM_OBJECT);
+    }
+    // CL_INVALID_VALUE if the flags conflict with the parent's, or
+    // buffer_create_type is not CL_BUFFER_CREATE_TYPE_REGION, or
+    // buffer_create_info is NULL or out of bounds.
+    let flags = sub_buffer_flags(parent.flags, flags).ok_or(CL_INVALID_VALUE)?;
+    if create_type != CL_BUFFER_CREATE_TYPE_REGION {
+        return Err(CL_INVALID_VALUE);
+    }
+    let region: cl_buffer_region = read(create_info as *const cl_buffer_region)?;
+    let (origin, size) = (region.origin as u64, region.size as u64);
+    // CL_INVALID_BUFFER_SIZE if the size field of the region is 0.
+    if size == 0 {
+        return Err(CL_INVALID_BUFFER_SIZE);
+    }
+    if !parent.contains(origin, size) {
+        return Err(CL_INVALID_VALUE);
+    }
+    // CL_MISALIGNED_SUB_BUFFER_OFFSET if the origin is not aligned to
+    // CL_DEVICE_MEM_BASE_ADDR_ALIGN (in bits).
+    let align = (parent
+        .context
+        .device
+        .number(CL_DEVICE_MEM_BASE_ADDR_ALIGN)?
+        / 8)
+    .max(1);
+    if origin % align != 0 {
+        return Err(CL_MISALIGNED_SUB_BUFFER_OFFSET);
+    }
+    let client = platform::client()?;
+    let mem = client.new_handle();
+    let remote_flags =
+        flags & !(CL_MEM_USE_HOST_PTR | CL_MEM_COPY_HOST_PTR | CL_MEM_ALLOC_HOST_PTR | HOST_ACCESS);
+    let create = CreateSubBuffer {
+        mem,
+        parent: parent.handle(),
+        flags: remote_flags,
+        origin,
+        size,
+    };
+    client.defer(create.into()).map_err(|s| s.0)?;
+    let host_ptr = if parent.host_ptr.is_null() {
+        RawPtr(0)
+    } else {
+        RawPtr(parent.host_ptr.0 + origin as usize)
+    };
+    let context = parent.context.clone();
+    let object = Cl::publish(
+        mem,
+        Mem::new(context, flags, size, host_ptr, Some((parent, origin))),
+    );
+    Ok(object.as_ptr())
+}
+
+fn get_mem_object_info(
+    mem: cl_mem,
+    param: cl_mem_info,
+    size: usize,
+    value: *mut c_void,
+    size_ret: *mut usize,
+) -> ClResult<()> {
+    let mem = Cl::<Mem>::get(mem)?;
+    let bytes = match param {
+        CL_MEM_TYPE => info::u32(CL_MEM_OBJECT_BUFFER),
+        CL_MEM_FLAGS => info::u64(mem.flags),
+        CL_MEM_SIZE => info::usize(mem.size as usize),
+        CL_MEM_HOST_PTR => info::ptr(mem.host_ptr.get()),
+        CL_MEM_MAP_COUNT => info::u32(mem.maps().len() as u32),
+        CL_MEM_REFERENCE_COUNT => info::u32(mem.ref_count()),
+        CL_MEM_CONTEXT => info::ptr(mem.context.as_ptr()),
+        CL_MEM_ASSOCIATED_MEMOBJECT => info::ptr(
+            mem.parent
+                .as_ref()
+                .map_or(std::ptr::null_mut(), |p| p.as_ptr()),
+        ),
+        CL_MEM_OFFSET => info::usize(mem.origin as usize),
+        CL_MEM_USES_SVM_POINTER => info::u32(CL_FALSE),
+        CL_MEM_PROPERTIES => Vec::new(),
+        _ => return Err(CL_INVALID_VALUE),
+    };
+    write_info(&bytes, size, value, size_ret)
+}
+
+fn set_mem_object_destructor_callback(
+    mem: cl_mem,
+    pfn_notify: Option<ObjectFn>,
+    user_data: *mut c_void,
+) -> ClResult<()> {
+    let mem = Cl::<Mem>::get(mem)?;
+    // CL_INVALID_VALUE if pfn_notify is NULL.
+    let pfn = pfn_notify.ok_or(CL_INVALID_VALUE)?;
+    mem.destructors.push(ObjectCallback {
+        pfn,
+        data: RawPtr::new(user_data),
+    });
+    Ok(())
+}
+
+/// Images are not forwarded: a valid query that finds no format.
+fn get_supported_image_formats(
+    context: cl_context,
+    flags: cl_mem_flags,
+    _image_type: cl_mem_object_type,
+    num_entries: cl_uint,
+    formats: *mut cl_image_format,
+    num_formats: *mut cl_uint,
+) -> ClResult<()> {
+    Cl::<Context>::get(context)?;
+    // CL_INVALID_VALUE if flags or image_type are not valid, or if
+    // num_entries is 0 and image_formats is not NULL.
+    if !check_flags(flags) || num_entries == 0 && !formats.is_null() {
+        return Err(CL_INVALID_VALUE);
+    }
+    crate::api::util::write(num_formats, 0);
+    Ok(())
+}

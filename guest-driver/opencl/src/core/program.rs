@@ -1,0 +1,93 @@
+//! Programs: what they were created from, whether they are executable, and
+//! their kernel names (asked once per build).
+
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use opencl_sys::{CL_INVALID_PROGRAM, CL_INVALID_PROGRAM_EXECUTABLE, CL_PROGRAM_KERNEL_NAMES};
+use vgpu_protocol::{InfoTarget, ObjectKind};
+
+use crate::core::context::Context;
+use crate::core::info;
+use crate::core::object::{kind, Cl, ClResult};
+
+/// What a program was created from.
+pub enum Origin {
+    Source(Vec<u8>),
+    Il(Vec<u8>),
+    Binary,
+    Linked,
+}
+
+pub struct Program {
+    pub context: Arc<Cl<Context>>,
+    pub origin: Origin,
+    state: Mutex<State>,
+    /// Live kernels created from it (`clBuildProgram` refuses to rebuild
+    /// while there are any).
+    pub kernels: AtomicUsize,
+}
+
+#[derive(Default)]
+struct State {
+    executable: bool,
+    kernel_names: Option<Vec<String>>,
+}
+
+kind!(Program, CL_INVALID_PROGRAM, Some(ObjectKind::Program));
+
+impl Program {
+    pub fn new(context: Arc<Cl<Context>>, origin: Origin, executable: bool) -> Program {
+        Program {
+            context,
+            origin,
+            state: Mutex::new(State {
+                executable,
+                kernel_names: None,
+            }),
+            kernels: AtomicUsize::new(0),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // The state is two independent fields, each written whole.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records the outcome of a build or link.
+    pub fn set_executable(&self, executable: bool) {
+        let mut state = self.state();
+        state.executable = executable;
+        state.kernel_names = None;
+    }
+
+    pub fn is_executable(&self) -> bool {
+        self.state().executable
+    }
+}
+
+impl Cl<Program> {
+    /// `CL_PROGRAM_KERNEL_NAMES`, split; asked once per build.
+    pub fn kernel_names(&self) -> ClResult<Vec<String>> {
+        if !self.is_executable() {
+            return Err(CL_INVALID_PROGRAM_EXECUTABLE);
+        }
+        if let Some(names) = &self.state().kernel_names {
+            return Ok(names.clone());
+        }
+        let bytes = info::remote(
+            InfoTarget::Program,
+            self.handle(),
+            0,
+            CL_PROGRAM_KERNEL_NAMES,
+        )?;
+        let names: Vec<String> = info::c_string(&bytes)
+            .split(';')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(String::from)
+            .collect();
+        self.state().kernel_names = Some(names.clone());
+        Ok(names)
+    }
+}

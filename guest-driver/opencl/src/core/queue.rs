@@ -1,0 +1,26 @@
+//! Command queues: host queues only; properties are passed through.
+
+use std::sync::Arc;
+
+use opencl_sys::{cl_command_queue_properties, CL_INVALID_COMMAND_QUEUE};
+use vgpu_protocol::ObjectKind;
+
+use crate::core::context::Context;
+use crate::core::object::{kind, Cl};
+
+pub struct Queue {
+    pub context: Arc<Cl<Context>>,
+    /// `CL_QUEUE_PROPERTIES`.
+    pub properties: cl_command_queue_properties,
+    /// `CL_QUEUE_PROPERTIES_ARRAY`: the list given to
+    /// `clCreateCommandQueueWithProperties` with its terminator, else empty.
+    pub properties_array: Vec<u64>,
+}
+
+kind!(Queue, CL_INVALID_COMMAND_QUEUE, Some(ObjectKind::Queue));
+
+impl Queue {
+    pub fn profiling(&self) -> bool {
+        self.properties & opencl_sys::CL_QUEUE_PROFILING_ENABLE != 0
+    }
+}
