@@ -1,0 +1,397 @@
+//! One protocol session: batching, sequence numbers, deferred errors.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use vgpu_protocol::frame::{
+    BatchBuilder, BATCH_FLAG_STRICT, PROTOCOL_VERSION, RECORD_HEADER_LEN, REPLY_HEADER_LEN,
+};
+use vgpu_protocol::messages::{OpenSession, SessionOpened};
+use vgpu_protocol::{decode_reply, DataRef, Request, Status, Wire};
+
+use crate::{Submission, Transport};
+
+/// Deferred messages that trigger a submit on their own.
+const MAX_PENDING_MESSAGES: u32 = 1024;
+/// Request bytes or staged data that trigger a submit on their own.
+const MAX_PENDING_BYTES: usize = 1 << 20;
+/// Reply room reserved for the payload of a synchronous call.
+pub const DEFAULT_REPLY_ROOM: usize = 256 << 10;
+/// Deferred out-data larger than this is sent at once instead of copied.
+const MAX_STAGED_DATA: usize = 64 << 10;
+
+/// Why a session could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot reach the vgpu device")]
+    Transport(#[source] std::io::Error),
+    #[error("the backend refused the session: {0}")]
+    Refused(Status),
+}
+
+struct Inner {
+    transport: Box<dyn Transport>,
+    pending: BatchBuilder,
+    /// Out-data of deferred messages, copied.
+    staging: Vec<u8>,
+    next_seq: u64,
+    deferred_error: Option<Status>,
+    reply: Vec<u8>,
+}
+
+/// A session with the device. Thread-safe; calls are serialized.
+pub struct Client {
+    inner: Mutex<Inner>,
+    session: u64,
+    strict: bool,
+    next_handle: AtomicU64,
+    opened: SessionOpened,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("session", &self.session)
+            .finish()
+    }
+}
+
+impl Client {
+    /// `VGPU_SOCKET` set: loopback to that backend socket; otherwise the
+    /// guest device node (`VGPU_DEVICE`, default `/dev/vgpu0`).
+    /// `VGPU_STRICT=1` makes every call synchronous.
+    pub fn from_env() -> Result<Client, ClientError> {
+        let strict = std::env::var("VGPU_STRICT").is_ok_and(|v| v == "1");
+        let transport: Box<dyn Transport> = match std::env::var_os("VGPU_SOCKET") {
+            Some(path) => Box::new(
+                crate::loopback::Loopback::connect(std::path::Path::new(&path))
+                    .map_err(ClientError::Transport)?,
+            ),
+            None => {
+                let path = std::env::var_os("VGPU_DEVICE").unwrap_or_else(|| "/dev/vgpu0".into());
+                Box::new(
+                    crate::devnode::DevNode::open(std::path::Path::new(&path))
+                        .map_err(ClientError::Transport)?,
+                )
+            }
+        };
+        Client::open(transport, 1, strict)
+    }
+
+    /// Opens session `session` over `transport` (version negotiation).
+    pub fn open(
+        transport: Box<dyn Transport>,
+        session: u64,
+        strict: bool,
+    ) -> Result<Client, ClientError> {
+        let client = Client {
+            inner: Mutex::new(Inner {
+                transport,
+                pending: BatchBuilder::new(if strict { BATCH_FLAG_STRICT } else { 0 }),
+                staging: Vec::new(),
+                next_seq: 1,
+                deferred_error: None,
+                reply: Vec::new(),
+            }),
+            session,
+            strict,
+            next_handle: AtomicU64::new(1),
+            opened: SessionOpened::default(),
+        };
+        let request = OpenSession {
+            min_version: PROTOCOL_VERSION.into(),
+            max_version: PROTOCOL_VERSION.into(),
+            flags: 0,
+        };
+        let payload = client.call(request.into()).map_err(ClientError::Refused)?;
+        let opened = SessionOpened::from_bytes(&payload)
+            .map_err(|_| ClientError::Refused(Status::INVALID_VALUE))?;
+        Ok(Client { opened, ..client })
+    }
+
+    pub fn session(&self) -> u64 {
+        self.session
+    }
+
+    /// What the backend answered to `OpenSession`.
+    pub fn session_info(&self) -> &SessionOpened {
+        &self.opened
+    }
+
+    pub fn is_strict(&self) -> bool {
+        self.strict
+    }
+
+    /// A fresh nonzero handle of this session's namespace.
+    pub fn new_handle(&self) -> u64 {
+        self.next_handle.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves a consistent batch behind
+        // (pushes are all-or-nothing), so poisoning is ignored.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues a call whose result the caller does not need now.
+    pub fn defer(&self, request: Request) -> Result<(), Status> {
+        if self.strict {
+            return self.call(request).map(drop);
+        }
+        let mut inner = self.lock();
+        inner.make_room_for(self.session, &request)?;
+        let seq = inner.take_seq();
+        inner.pending.push(seq, &request);
+        if inner.pending.len() >= MAX_PENDING_MESSAGES
+            || inner.pending.encoded_len() >= MAX_PENDING_BYTES
+        {
+            inner.submit(self.session, None, DataIo::None)?;
+        }
+        Ok(())
+    }
+
+    /// Queues a call with bulk data, copied into the batch. Large data is
+    /// sent at once instead (no copy).
+    pub fn defer_with_out(
+        &self,
+        bytes: &[u8],
+        make: impl Fn(DataRef, u64) -> Request,
+    ) -> Result<(), Status> {
+        if self.strict || bytes.len() > MAX_STAGED_DATA {
+            return self.call_with_out(bytes, make).map(drop);
+        }
+        let mut inner = self.lock();
+        // Make room first: a submit empties the staging area, which would
+        // move this call's data. The offset does not change the size.
+        let len = bytes.len() as u64;
+        inner.make_room_for(self.session, &make(DataRef { offset: 0, len }, 0))?;
+        let data = DataRef {
+            offset: inner.staging.len() as u64,
+            len,
+        };
+        inner.staging.extend_from_slice(bytes);
+        let request = make(data, 0);
+        let seq = inner.take_seq();
+        inner.pending.push(seq, &request);
+        if inner.staging.len() >= MAX_PENDING_BYTES || inner.pending.len() >= MAX_PENDING_MESSAGES {
+            inner.submit(self.session, None, DataIo::None)?;
+        }
+        Ok(())
+    }
+
+    /// Submits the pending batch and this call; returns the call's reply
+    /// payload or its error status.
+    pub fn call(&self, request: Request) -> Result<Vec<u8>, Status> {
+        self.call_with_reply_room(request, DEFAULT_REPLY_ROOM)
+    }
+
+    /// As `call`, reserving `room` bytes for the reply payload.
+    pub fn call_with_reply_room(&self, request: Request, room: usize) -> Result<Vec<u8>, Status> {
+        let mut inner = self.lock();
+        inner.submit(self.session, Some((request, room)), DataIo::None)
+    }
+
+    /// Sends `bytes` to the device, in chunks the transport can carry:
+    /// `make(data, chunk_start)` builds the request for the chunk that begins
+    /// `chunk_start` bytes into `bytes`. Returns the last chunk's reply.
+    pub fn call_with_out(
+        &self,
+        bytes: &[u8],
+        make: impl Fn(DataRef, u64) -> Request,
+    ) -> Result<Vec<u8>, Status> {
+        let mut inner = self.lock();
+        let chunk = inner.chunk_len();
+        let mut start = 0usize;
+        loop {
+            let end = (start + chunk).min(bytes.len());
+            let data = DataRef {
+                offset: inner.staging.len() as u64,
+                len: (end - start) as u64,
+            };
+            let request = make(data, start as u64);
+            let payload = inner.submit(
+                self.session,
+                Some((request, DEFAULT_REPLY_ROOM)),
+                DataIo::Out(&bytes[start..end]),
+            )?;
+            start = end;
+            if start >= bytes.len() {
+                return Ok(payload);
+            }
+        }
+    }
+
+    /// Receives bulk data from the device into `buf`, in chunks, as
+    /// `call_with_out` sends it.
+    pub fn call_with_in(
+        &self,
+        buf: &mut [u8],
+        make: impl Fn(DataRef, u64) -> Request,
+    ) -> Result<Vec<u8>, Status> {
+        let mut inner = self.lock();
+        let chunk = inner.chunk_len();
+        let mut start = 0usize;
+        let total = buf.len();
+        loop {
+            let end = (start + chunk).min(total);
+            let data = DataRef {
+                offset: 0,
+                len: (end - start) as u64,
+            };
+            let request = make(data, start as u64);
+            let payload = inner.submit(
+                self.session,
+                Some((request, DEFAULT_REPLY_ROOM)),
+                DataIo::In(&mut buf[start..end]),
+            )?;
+            start = end;
+            if start >= total {
+                return Ok(payload);
+            }
+        }
+    }
+
+    /// Submits what is pending; returns the first deferred error since the
+    /// last synchronization point.
+    pub fn flush(&self) -> Result<(), Status> {
+        let mut inner = self.lock();
+        if !inner.pending.is_empty() {
+            inner.submit(self.session, None, DataIo::None)?;
+        }
+        match inner.deferred_error.take() {
+            Some(status) => Err(status),
+            None => Ok(()),
+        }
+    }
+
+    /// The first error of a deferred call since the last take.
+    pub fn take_deferred_error(&self) -> Option<Status> {
+        self.lock().deferred_error.take()
+    }
+}
+
+enum DataIo<'a> {
+    None,
+    Out(&'a [u8]),
+    In(&'a mut [u8]),
+}
+
+impl Inner {
+    fn take_seq(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
+    }
+
+    fn chunk_len(&self) -> usize {
+        // Leave room for data staged by deferred calls that go first.
+        (self.transport.max_data_len() / 2).max(4096)
+    }
+
+    fn note_deferred(&mut self, status: Status) {
+        if !status.is_success() {
+            log::debug!("deferred call failed: {status}");
+            self.deferred_error.get_or_insert(status);
+        }
+    }
+
+    /// Submits what is pending when `request` would not fit beside it in one
+    /// request stream; refuses a request that fits in none.
+    fn make_room_for(&mut self, session: u64, request: &Request) -> Result<(), Status> {
+        let mut probe = BatchBuilder::new(0);
+        probe.push(0, request);
+        let max = self.transport.max_request_len();
+        if probe.encoded_len() > max {
+            log::error!(
+                "a {} message of {} bytes exceeds the device's request limit of {max} bytes",
+                request.name(),
+                probe.encoded_len()
+            );
+            return Err(Status::OUT_OF_RESOURCES);
+        }
+        if !self.pending.is_empty() && self.pending.encoded_len() + probe.encoded_len() > max {
+            self.submit(session, None, DataIo::None)?;
+        }
+        Ok(())
+    }
+
+    /// Sends the pending messages and, when given, one synchronous call;
+    /// returns that call's payload (empty without a call).
+    fn submit(
+        &mut self,
+        session: u64,
+        call: Option<(Request, usize)>,
+        data: DataIo<'_>,
+    ) -> Result<Vec<u8>, Status> {
+        if let Some((request, _)) = &call {
+            self.make_room_for(session, request)?;
+        }
+        let call_seq = match &call {
+            Some((request, _)) => {
+                let seq = self.take_seq();
+                self.pending.push(seq, request);
+                Some(seq)
+            }
+            None => None,
+        };
+        let room = call.as_ref().map_or(0, |(_, room)| *room);
+        let count = self.pending.len() as usize;
+        let capacity = REPLY_HEADER_LEN + count * (RECORD_HEADER_LEN + 8) + room;
+        let request = self.pending.finish(session, capacity as u32);
+        self.pending.clear();
+        let staging = std::mem::take(&mut self.staging);
+        self.reply.clear();
+        self.reply.resize(capacity, 0);
+
+        let mut out: Vec<&[u8]> = Vec::with_capacity(2);
+        if !staging.is_empty() {
+            out.push(&staging);
+        }
+        let mut in_: Vec<&mut [u8]> = Vec::with_capacity(1);
+        match data {
+            DataIo::None => {}
+            DataIo::Out(bytes) => out.push(bytes),
+            DataIo::In(buf) => in_.push(buf),
+        }
+        let result = self.transport.submit(Submission {
+            request: &request,
+            out: &out,
+            reply: &mut self.reply,
+            in_: &mut in_,
+        });
+        let written = match result {
+            Ok(n) => n,
+            Err(e) => {
+                log::error!("vgpu transport failed: {e}");
+                return Err(Status::DEVICE_NOT_AVAILABLE);
+            }
+        };
+        let reply = match decode_reply(&self.reply[..written.min(capacity)]) {
+            Ok(reply) => reply,
+            Err(e) => {
+                log::error!("malformed reply from the device: {e}");
+                return Err(Status::DEVICE_NOT_AVAILABLE);
+            }
+        };
+        if !reply.status.is_success() {
+            return Err(reply.status);
+        }
+        let mut call_result = Err(Status::OUT_OF_RESOURCES);
+        for record in reply.records {
+            if Some(record.seq) == call_seq {
+                call_result = if record.status.is_success() {
+                    Ok(record.payload)
+                } else {
+                    Err(record.status)
+                };
+            } else {
+                self.note_deferred(record.status);
+            }
+        }
+        if call_seq.is_some() {
+            call_result
+        } else {
+            Ok(Vec::new())
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! Guest side of the vgpu device.
+//!
+//! - [`Client`]: one protocol session: version negotiation, sequence numbers,
+//!   batching of deferred calls, deferred-error reporting, splitting of bulk
+//!   transfers to the transport's limit.
+//! - [`Transport`]: moves one batch (request stream, out-data, reply stream,
+//!   in-data) to the device and back. Two implementations:
+//!   - `loopback`: this process is the vhost-user front-end of
+//!     `vgpu-backend`'s socket (memfd guest memory, split vrings, eventfds);
+//!     used when `VGPU_SOCKET` is set;
+//!   - `devnode`: `/dev/vgpuN` of the guest kernel driver (the default in a
+//!     VM), zero copy through pinned pages.
+//!
+//! API contract used by the guest libraries (the ICD and the CUDA library):
+//!
+//! ```ignore
+//! let client = Client::from_env()?;             // VGPU_SOCKET → loopback, else /dev/vgpu0 (VGPU_DEVICE overrides)
+//! client.defer(Request)?;                        // batched, no round trip; may submit when the batch is full
+//! client.defer_with_out(&bytes, |data| Request)?; // batched, the bytes are copied into the batch
+//! let payload = client.call(Request)?;           // submits pending + this call, waits, returns the reply payload
+//! let payload = client.call_with_out(&bytes, |data| Request)?;      // bulk data to the device
+//! let payload = client.call_with_in(&mut buf, |data| Request)?;     // bulk data from the device
+//! client.flush()?;                               // submits pending; returns the first deferred error, if any
+//! client.take_deferred_error();                  // Option<Status>: first error of a deferred call since the last take
+//! client.new_handle();                           // fresh nonzero handle of this session's namespace
+//! ```
+//!
+//! `call*` return `Err(status)` when the call itself failed; errors of deferred
+//! calls are kept and returned by `flush` / `take_deferred_error` (the next
+//! synchronization point). With `VGPU_STRICT=1` every `defer` is a `call`.
+
+pub mod client;
+pub mod devnode;
+pub mod loopback;
+pub mod vring;
+
+pub use client::{Client, ClientError};
+
+use std::io;
+
+/// One batch's buffers.
+pub struct Submission<'a> {
+    /// The request stream (batch header and messages).
+    pub request: &'a [u8],
+    /// Bulk data to the device, concatenated in order (the out-data stream).
+    pub out: &'a [&'a [u8]],
+    /// Receives the reply stream; its length is the reply capacity.
+    pub reply: &'a mut [u8],
+    /// Receive bulk data from the device, in order (the in-data stream).
+    pub in_: &'a mut [&'a mut [u8]],
+}
+
+/// Moves batches to the device.
+pub trait Transport: Send {
+    /// Submits one batch and waits for it; returns the reply-stream bytes
+    /// the device wrote.
+    fn submit(&mut self, submission: Submission<'_>) -> io::Result<usize>;
+
+    /// Largest out-data or in-data stream of one batch.
+    fn max_data_len(&self) -> usize;
+
+    /// Largest request stream of one batch.
+    fn max_request_len(&self) -> usize;
+}
