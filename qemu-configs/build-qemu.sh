@@ -6,12 +6,15 @@
 #
 # The last line of stdout is always the path of a runnable qemu-system-x86_64
 # (a wrapper that adds the firmware search paths -L /usr/share/seabios
-# -L /usr/share/qemu; the real binary sits beside it as qemu-system-x86_64.bin).
+# -L /usr/lib/ipxe/qemu -L /usr/share/qemu; the real binary sits beside it as
+# qemu-system-x86_64.bin).
 # Everything else (apt, pip, configure, ninja) goes to stderr.
 #
 # Cache:  ${XDG_CACHE_HOME:-$HOME/.cache}/vgpu/qemu-<hash>/
-#   hash = sha256( orig tarball sha256 + patch content + this script )
-# When the cached binary exists the script prints its path and does nothing else.
+#   hash = first 16 hex digits of
+#          sha256( orig tarball sha256 + "\n" + patch content + this script )
+# When the cached binary exists the script prints its path and does nothing else;
+# concurrent runs for the same hash wait for each other (flock).
 #
 # Environment:
 #   VGPU_QEMU_JOBS      parallel build jobs (default: nproc)
@@ -44,6 +47,15 @@ if [[ -x $QEMU_BIN && -x $PREFIX/bin/qemu-system-x86_64.bin ]]; then
     exit 0
 fi
 
+mkdir -p "$CACHE_ROOT"
+# One build per key at a time: a second caller waits, then finds the binary.
+exec 9>"$CACHE_ROOT/.qemu-$KEY.lock"
+flock 9
+if [[ -x $QEMU_BIN && -x $PREFIX/bin/qemu-system-x86_64.bin ]]; then
+    echo "$QEMU_BIN"
+    exit 0
+fi
+
 SUDO=
 if [[ $(id -u) -ne 0 ]]; then
     command -v sudo >/dev/null || die "not root and no sudo"
@@ -57,11 +69,10 @@ export DEBIAN_FRONTEND=noninteractive
 enable_backports() {
     local dst_sources=/etc/apt/sources.list.d/vgpu-backports.sources
     local dst_list=/etc/apt/sources.list.d/vgpu-backports.list
-    if [[ -f $dst_sources || -f $dst_list ]]; then
-        return 0
-    fi
     local src=/etc/apt/sources.list.d/debian.sources
-    if [[ -f $src ]]; then
+    if [[ -f $dst_sources || -f $dst_list ]]; then
+        :   # written by an earlier run
+    elif [[ -f $src ]]; then
         # First deb822 stanza whose Suites names the plain release (bookworm);
         # keep URIs/Components/Signed-By, rewrite Types and Suites.
         local stanza
@@ -81,7 +92,13 @@ enable_backports() {
     else
         die "found neither /etc/apt/sources.list.d/debian.sources nor /etc/apt/sources.list"
     fi
-    $SUDO apt-get update >&2
+    # Refresh the lists unless they already know backports' qemu (binary and source).
+    local madison
+    madison=$(apt-cache madison qemu-system-data qemu 2>/dev/null || true)
+    if ! grep -q "$SUITE/main amd64 Packages" <<<"$madison" \
+        || ! grep -q "$SUITE/main Sources" <<<"$madison"; then
+        $SUDO apt-get update >&2
+    fi
 }
 
 # --- 2. build dependencies -------------------------------------------------
@@ -107,7 +124,6 @@ install_deps() {
 enable_backports
 install_deps
 
-mkdir -p "$CACHE_ROOT"
 WORK=$(mktemp -d "$CACHE_ROOT/build-$KEY.XXXXXX")
 cleanup() {
     if [[ ${VGPU_QEMU_KEEP_BUILD:-0} != 1 ]]; then rm -rf "$WORK"; fi
@@ -182,19 +198,19 @@ ninja -j "$JOBS" qemu-system-x86_64 >&2
 # --- 6. install into the cache ---------------------------------------------
 STAGE="$PREFIX.tmp.$$"
 rm -rf "$STAGE"
-mkdir -p "$STAGE/bin" "$STAGE/share/qemu"
+mkdir -p "$STAGE/bin"
 install -m 0755 qemu-system-x86_64 "$STAGE/bin/qemu-system-x86_64.bin"
-# keymaps and the like that this build generated (firmware comes from the system)
-if [[ -d pc-bios/keymaps ]]; then cp -r pc-bios/keymaps "$STAGE/share/qemu/" 2>/dev/null || true; fi
 cp "$PATCH" "$STAGE/vhost-user-vgpu.patch"
 cat > "$STAGE/bin/qemu-system-x86_64" <<'EOF'
 #!/bin/sh
-# vhost-user-vgpu QEMU (Debian 10.0.2 + qemu-configs/vhost-user-vgpu.patch), built
-# without firmware blobs: add the system's firmware directories to the search path.
-# SeaBIOS (bios*.bin) comes from package seabios; vgabios, option roms and
-# efi/pxe roms from qemu-system-data / ipxe-qemu.
+# QEMU 10.0.2 (Debian's source) + qemu-configs/vhost-user-vgpu.patch, built
+# without firmware blobs: the system's firmware directories are searched:
+#   /usr/share/seabios   bios.bin, bios-256k.bin, vgabios-*.bin  (seabios)
+#   /usr/lib/ipxe/qemu   efi-*.rom / pxe-*.rom NIC option roms    (ipxe-qemu)
+#   /usr/share/qemu      linuxboot_dma.bin, pvh.bin, kvmvapic.bin (qemu-system-data)
 here=$(dirname "$(readlink -f "$0")")
-exec "$here/qemu-system-x86_64.bin" -L "$here/../share/qemu" -L /usr/share/seabios -L /usr/share/qemu "$@"
+exec "$here/qemu-system-x86_64.bin" \
+    -L /usr/share/seabios -L /usr/lib/ipxe/qemu -L /usr/share/qemu "$@"
 EOF
 chmod 0755 "$STAGE/bin/qemu-system-x86_64"
 "$STAGE/bin/qemu-system-x86_64" --version >&2
