@@ -23,9 +23,17 @@ pub struct Args {
     pub socket: Option<PathBuf>,
 
     /// Device to serve: `opencl:<platform-index>:<device-index>`,
-    /// `opencl:<name-substring>`, or `opencl` for the first device.
+    /// `opencl:<name-substring>`, `opencl` for the first device, or
+    /// `cuda:<index>` for a CUDA device (driver API).
     #[arg(long, value_name = "SPEC", default_value = "opencl")]
     pub device: String,
+
+    /// A further device to serve beside --device (same SPEC forms; may be
+    /// repeated), e.g. `--device opencl --extra-device cuda:0`. A CUDA
+    /// device that cannot be opened (no driver, no GPU) is left out with a
+    /// warning.
+    #[arg(long, value_name = "SPEC")]
+    pub extra_device: Vec<String>,
 
     /// One of error, warn, info, debug, trace.
     #[arg(long, value_name = "LEVEL", default_value = "info")]
@@ -54,7 +62,7 @@ pub struct Args {
 /// A problem with the command line.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("invalid --device {0:?}: expected opencl, opencl:<platform>:<device> or opencl:<name-substring>")]
+    #[error("invalid --device {0:?}: expected opencl, opencl:<platform>:<device>, opencl:<name-substring> or cuda:<index>")]
     BadDevice(String),
     #[error("invalid --log-level {0:?}: expected error, warn, info, debug or trace")]
     BadLogLevel(String),
@@ -65,13 +73,35 @@ pub enum ConfigError {
 #[derive(Debug)]
 pub struct Config {
     pub socket: PathBuf,
-    pub device: DeviceSelector,
+    /// Every device to serve, --device first.
+    pub devices: Vec<DeviceSpec>,
     pub log_level: log::LevelFilter,
     pub control: Option<PathBuf>,
     pub queue_depth: usize,
 }
 
-/// Parses a `--device` SPEC.
+/// One device to serve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceSpec {
+    OpenCl(DeviceSelector),
+    /// `cuda:<index>` (`cuda` alone: 0).
+    Cuda(u32),
+}
+
+/// Parses a `--device` or `--extra-device` SPEC of either API.
+pub fn parse_spec(spec: &str) -> Result<DeviceSpec, ConfigError> {
+    match spec.strip_prefix("cuda") {
+        Some("") => Ok(DeviceSpec::Cuda(0)),
+        Some(rest) => rest
+            .strip_prefix(':')
+            .and_then(|index| index.parse().ok())
+            .map(DeviceSpec::Cuda)
+            .ok_or_else(|| ConfigError::BadDevice(spec.to_string())),
+        None => parse_device(spec).map(DeviceSpec::OpenCl),
+    }
+}
+
+/// Parses an OpenCL `--device` SPEC.
 pub fn parse_device(spec: &str) -> Result<DeviceSelector, ConfigError> {
     let bad = || ConfigError::BadDevice(spec.to_string());
     let rest = match spec.strip_prefix("opencl") {
@@ -111,7 +141,10 @@ impl TryFrom<Args> for Config {
     fn try_from(args: Args) -> Result<Config, ConfigError> {
         Ok(Config {
             socket: args.socket.ok_or(ConfigError::NoSocket)?,
-            device: parse_device(&args.device)?,
+            devices: std::iter::once(&args.device)
+                .chain(&args.extra_device)
+                .map(|spec| parse_spec(spec))
+                .collect::<Result<_, _>>()?,
             log_level: parse_log_level(&args.log_level)?,
             control: args.control,
             queue_depth: args.queue_depth,
@@ -147,6 +180,20 @@ mod tests {
     fn bad_device_specs_are_named_in_the_error() {
         for spec in ["cuda:0", "opencl:", "opencl:1", "opencl:1:x", "openclx"] {
             let err = parse_device(spec).unwrap_err();
+            assert!(err.to_string().contains(spec), "{err}");
+        }
+    }
+
+    #[test]
+    fn cuda_specs_parse_and_bad_ones_are_named() {
+        assert_eq!(parse_spec("cuda"), Ok(DeviceSpec::Cuda(0)));
+        assert_eq!(parse_spec("cuda:3"), Ok(DeviceSpec::Cuda(3)));
+        assert_eq!(
+            parse_spec("opencl"),
+            Ok(DeviceSpec::OpenCl(DeviceSelector::First))
+        );
+        for spec in ["cuda:", "cuda:x", "cudax", "cuda:-1"] {
+            let err = parse_spec(spec).unwrap_err();
             assert!(err.to_string().contains(spec), "{err}");
         }
     }

@@ -11,7 +11,7 @@ use vhost_user_backend::VhostUserDaemon;
 use vm_memory::GuestMemoryAtomic;
 
 use crate::chain::GuestRam;
-use crate::config::Config;
+use crate::config::{Config, DeviceSpec};
 use crate::device::VgpuDevice;
 use crate::executor::opencl::{OpenClError, OpenClExecutor};
 use crate::executor::Executor;
@@ -29,6 +29,8 @@ pub enum ServerError {
     Signals(#[source] std::io::Error),
     #[error("vhost-user daemon failed: {0}")]
     Daemon(String),
+    #[error("no device could be opened")]
+    NoDevice,
     #[error("cannot create the device")]
     Device2(#[source] std::io::Error),
 }
@@ -106,23 +108,62 @@ fn spawn_signal_thread(socket: PathBuf, registry: Arc<Registry>) -> std::io::Res
 pub fn run(config: Config) -> Result<(), ServerError> {
     let registry = Arc::new(Registry::default());
     spawn_signal_thread(config.socket.clone(), registry.clone()).map_err(ServerError::Signals)?;
-    let mut opencl = OpenClExecutor::open(&config.device).map_err(ServerError::Device)?;
-    opencl.queue_depth = config.queue_depth;
-    let executor: Arc<dyn Executor> = Arc::new(opencl);
-    log::info!("serving {}", executor.describe());
+    let executors = open_executors(&config)?;
+    let described: Vec<String> = executors.iter().map(|e| e.describe()).collect();
+    let described = described.join("; ");
+    log::info!("serving {described}");
     if let Some(path) = &config.control {
-        crate::control::spawn(path, registry.clone(), executor.describe())
+        crate::control::spawn(path, registry.clone(), described)
             .map_err(|e| ServerError::Control(path.clone(), e))?;
     }
     let mut listener = Listener::new(&config.socket, true)
         .map_err(|e| ServerError::Listen(config.socket.clone(), e))?;
     log::info!("listening on {}", config.socket.display());
-    let result = accept_loop(&mut listener, &executor, &registry);
+    let result = accept_loop(&mut listener, &executors, &registry);
     remove_socket(&config.socket);
     if let Some(path) = &config.control {
         remove_socket(path);
     }
     result
+}
+
+/// Opens every configured device. An OpenCL device that cannot be opened is
+/// an error; a CUDA one is left out with a warning (a host without CUDA
+/// simply offers none).
+fn open_executors(config: &Config) -> Result<Vec<Arc<dyn Executor>>, ServerError> {
+    let mut executors: Vec<Arc<dyn Executor>> = Vec::new();
+    for spec in &config.devices {
+        match spec {
+            DeviceSpec::OpenCl(selector) => {
+                let mut opencl = OpenClExecutor::open(selector).map_err(ServerError::Device)?;
+                opencl.queue_depth = config.queue_depth;
+                executors.push(Arc::new(opencl));
+            }
+            DeviceSpec::Cuda(index) => executors.extend(open_cuda(*index)),
+        }
+    }
+    if executors.is_empty() {
+        return Err(ServerError::NoDevice);
+    }
+    Ok(executors)
+}
+
+#[cfg(feature = "cuda")]
+fn open_cuda(index: u32) -> Option<Arc<dyn Executor>> {
+    match crate::executor::cuda::CudaExecutor::open(index) {
+        Ok(executor) => Some(Arc::new(executor)),
+        Err(e) => {
+            let cause = std::error::Error::source(&e).map(|c| format!(": {c}"));
+            log::warn!("cuda:{index} not offered: {e}{}", cause.unwrap_or_default());
+            None
+        }
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn open_cuda(index: u32) -> Option<Arc<dyn Executor>> {
+    log::warn!("cuda:{index} not offered: built without the cuda feature");
+    None
 }
 
 fn remove_socket(path: &Path) {
@@ -135,11 +176,11 @@ fn remove_socket(path: &Path) {
 
 fn accept_loop(
     listener: &mut Listener,
-    executor: &Arc<dyn Executor>,
+    executors: &[Arc<dyn Executor>],
     registry: &Arc<Registry>,
 ) -> Result<(), ServerError> {
     while !SHUTDOWN.load(Ordering::SeqCst) {
-        let vgpu = Vgpu::new(vec![executor.clone()]);
+        let vgpu = Vgpu::new(executors.to_vec());
         let device = VgpuDevice::new(vgpu.clone()).map_err(ServerError::Device2)?;
         let memory = GuestMemoryAtomic::new(GuestRam::new());
         let mut daemon = VhostUserDaemon::new("vgpu-backend".into(), device.clone(), memory)

@@ -1,6 +1,8 @@
 //! Compute back-ends behind one trait. Each runs a session's calls on a real
 //! device; the vGPU layer above knows nothing of OpenCL or CUDA objects.
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod opencl;
 
 use vgpu_protocol::{Request, Status};

@@ -4,7 +4,7 @@
 //! integers, so an unknown value is the driver's to refuse, never undefined
 //! behaviour here).
 
-use std::ffi::{c_int, c_uint, c_void};
+use std::ffi::{c_int, c_uint};
 
 use cudarc::driver::sys;
 use vgpu_protocol::cuda::result;
@@ -23,7 +23,7 @@ const REQUIRED: &[&str] = &[
     "cuDeviceGetAttribute",
     "cuDevicePrimaryCtxRetain",
     "cuDevicePrimaryCtxRelease_v2",
-    "cuCtxCreate_v2",
+    "cuCtxCreate_v4",
     "cuCtxDestroy_v2",
     "cuCtxSetCurrent",
     "cuCtxSynchronize",
@@ -180,14 +180,4 @@ pub fn set_cache_config(function: sys::CUfunction, config: u32) -> Result<(), St
 pub fn set_current(ctx: sys::CUcontext) -> Result<(), Status> {
     // SAFETY: `ctx` is a live context (or null, which unbinds).
     check(unsafe { sys::cuCtxSetCurrent(ctx) })
-}
-
-/// A null stream.
-pub fn null_stream() -> sys::CUstream {
-    std::ptr::null_mut()
-}
-
-/// A void pointer from a host address.
-pub fn host_ptr(ptr: *mut u8) -> *mut c_void {
-    ptr.cast()
 }

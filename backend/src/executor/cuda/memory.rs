@@ -118,7 +118,9 @@ impl Arena {
         let mapped = size
             .checked_next_multiple_of(self.granularity)
             .ok_or(Status(result::ERROR_OUT_OF_MEMORY))?;
-        let addr = self.take(mapped).ok_or(Status(result::ERROR_OUT_OF_MEMORY))?;
+        let addr = self
+            .take(mapped)
+            .ok_or(Status(result::ERROR_OUT_OF_MEMORY))?;
         match self.map(addr, mapped) {
             Ok(handle) => Ok(Allocation {
                 addr,
@@ -155,7 +157,8 @@ impl Arena {
         let granted = check(unsafe { sys::cuMemSetAccess(addr, size as usize, &access, 1) });
         // Physical memory may have belonged to another session: clear it.
         // SAFETY: the range is mapped read-write for this device.
-        let cleared = granted.and_then(|()| check(unsafe { sys::cuMemsetD8_v2(addr, 0, size as usize) }));
+        let cleared =
+            granted.and_then(|()| check(unsafe { sys::cuMemsetD8_v2(addr, 0, size as usize) }));
         if let Err(status) = cleared {
             // SAFETY: undo the mapping and the allocation made above.
             unsafe {
@@ -235,10 +238,6 @@ impl Ranges {
             }
             None => false,
         }
-    }
-
-    pub fn len(&self) -> usize {
-        self.map.len()
     }
 }
 

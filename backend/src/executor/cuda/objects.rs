@@ -1,6 +1,7 @@
 //! Host CUDA objects behind a session's handles, released when the last
 //! holder lets go. Each keeps what a snapshot needs to rebuild it: a module
-//! its image, a function its name and parameter layout.
+//! its image, a function its name and parameter layout. Fields only a
+//! snapshot reads are marked so until `migration/` serializes them.
 
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use vgpu_protocol::cuda::ImageKind;
 /// A host context (one per guest context, primary or not, so a fault in one
 /// VM's context cannot take down another's).
 #[derive(Debug)]
+#[allow(dead_code)] // snapshot state
 pub struct HostContext {
     pub raw: sys::CUcontext,
     pub flags: u32,
@@ -17,6 +19,7 @@ pub struct HostContext {
 
 /// A loaded module and the image it came from.
 #[derive(Debug)]
+#[allow(dead_code)] // snapshot state
 pub struct HostModule {
     pub raw: sys::CUmodule,
     pub kind: ImageKind,
@@ -25,11 +28,14 @@ pub struct HostModule {
     pub image: Arc<[u8]>,
     /// Device ranges of globals handed out (start, length).
     pub globals: std::sync::Mutex<Vec<(u64, u64)>>,
+    /// Guest handles of the functions looked up in it (released with it).
+    pub functions: std::sync::Mutex<Vec<u64>>,
     pub ctx: Arc<HostContext>,
 }
 
 /// A kernel and its parameter layout (offset, size) as the driver reports.
 #[derive(Debug)]
+#[allow(dead_code)] // snapshot state
 pub struct HostFunction {
     pub raw: sys::CUfunction,
     pub name: Vec<u8>,
@@ -40,6 +46,7 @@ pub struct HostFunction {
 }
 
 #[derive(Debug)]
+#[allow(dead_code)] // snapshot state
 pub struct HostStream {
     pub raw: sys::CUstream,
     pub flags: u32,
@@ -48,6 +55,7 @@ pub struct HostStream {
 }
 
 #[derive(Debug)]
+#[allow(dead_code)] // snapshot state
 pub struct HostEvent {
     pub raw: sys::CUevent,
     pub flags: u32,

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use cudarc::driver::sys;
 use vgpu_protocol::cuda::{result, CuInitReply, CuMemInfoReply};
-use vgpu_protocol::messages::*;
 use vgpu_protocol::{ObjectKind, Request, Status, Wire};
 
 use super::driver::{check, set_current};
@@ -95,7 +94,9 @@ impl CudaSession {
         let mut raw = std::ptr::null_mut();
         // SAFETY: `raw` is valid for writes. The new context becomes current
         // on this thread, which the cache below records.
-        check(unsafe { sys::cuCtxCreate_v2(&mut raw, flags, self.shared.device) })?;
+        check(unsafe {
+            sys::cuCtxCreate_v4(&mut raw, std::ptr::null_mut(), flags, self.shared.device)
+        })?;
         self.current = raw;
         self.contexts.insert(handle, HostContext { raw, flags })?;
         Ok(())

@@ -1,0 +1,336 @@
+//! Modules, functions and kernel launches. A function's parameter layout is
+//! read from the driver (`cuFuncGetParamInfo`) when the guest looks it up;
+//! at launch every 8-byte parameter that points into the device arena must
+//! point into one of the session's own ranges, so a guest cannot hand a
+//! kernel another VM's memory.
+
+use std::ffi::{c_int, c_void, CString};
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::sys;
+use vgpu_protocol::cuda::{
+    check_image, pack_param, result, CuFunctionReply, CuIntReply, CuRangeReply, ImageKind,
+    MAX_PARAM_BUFFER,
+};
+use vgpu_protocol::messages::*;
+use vgpu_protocol::{Status, Wire};
+
+use super::driver::{self, check};
+use super::memory::Ranges;
+use super::objects::{HostFunction, HostModule};
+use super::session::{cuda, CudaSession};
+
+/// Most parameters a kernel may have (the 32 KiB buffer holds at most this
+/// many 1-byte parameters; the loop asking for them stops there).
+const MAX_PARAMS: usize = MAX_PARAM_BUFFER;
+
+fn invalid() -> Status {
+    cuda(result::ERROR_INVALID_VALUE)
+}
+
+fn name(bytes: &[u8]) -> Result<CString, Status> {
+    CString::new(bytes.to_vec()).map_err(|_| invalid())
+}
+
+/// Checks the pointer-sized parameters of a packed buffer: a value inside
+/// the arena must lie in one of the session's ranges. (Values outside the
+/// arena may be plain integers; the arena holds only guests' memory.)
+pub(super) fn check_pointers(
+    params: &[(u32, u32)],
+    buffer: &[u8],
+    in_arena: impl Fn(u64) -> bool,
+    ranges: &Ranges,
+) -> Result<(), Status> {
+    for &(offset, size) in params {
+        if size != 8 || offset % 8 != 0 {
+            continue;
+        }
+        let at = offset as usize;
+        let Some(bytes) = buffer.get(at..at + 8) else {
+            return Err(invalid());
+        };
+        let value = u64::from_le_bytes(bytes.try_into().map_err(|_| invalid())?);
+        if in_arena(value) && !ranges.covers(value, 0) {
+            return Err(invalid());
+        }
+    }
+    Ok(())
+}
+
+/// The driver's parameter layout of `function`.
+fn param_layout(function: sys::CUfunction) -> Result<Vec<(u32, u32)>, Status> {
+    let mut params = Vec::new();
+    for index in 0..MAX_PARAMS {
+        let (mut offset, mut size) = (0usize, 0usize);
+        // SAFETY: `function` is live; both outputs are valid for writes.
+        let code = unsafe { sys::cuFuncGetParamInfo(function, index, &mut offset, &mut size) };
+        if code as i32 != 0 {
+            break;
+        }
+        let offset = u32::try_from(offset).map_err(|_| invalid())?;
+        let size = u32::try_from(size).map_err(|_| invalid())?;
+        params.push((offset, size));
+    }
+    Ok(params)
+}
+
+impl CudaSession {
+    pub(super) fn load_module(&mut self, m: &CuModuleLoad) -> Result<(), Status> {
+        let ctx = self.enter(m.ctx)?;
+        let kind = ImageKind::detect(&m.image).ok_or(cuda(result::ERROR_INVALID_IMAGE))?;
+        if !check_image(kind, &m.image) {
+            return Err(cuda(result::ERROR_INVALID_IMAGE));
+        }
+        let mut image = m.image.clone();
+        if kind == ImageKind::Ptx && image.last() != Some(&0) {
+            image.push(0);
+        }
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: `image` is a PTX string with its terminating NUL, or a
+        // cubin / fat binary whose headers stay inside it (checked above).
+        check(unsafe { sys::cuModuleLoadData(&mut raw, image.as_ptr().cast()) })?;
+        let module = HostModule {
+            raw,
+            kind,
+            image: image.into(),
+            globals: Mutex::new(Vec::new()),
+            functions: Mutex::new(Vec::new()),
+            ctx,
+        };
+        self.modules.insert(m.module, module)?;
+        Ok(())
+    }
+
+    /// `cuModuleUnload`: the module's functions and globals go with it.
+    pub(super) fn unload_module(&mut self, handle: u64) -> Result<(), Status> {
+        let module = self.modules.get(handle)?.clone();
+        for (start, _) in module
+            .globals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            self.ranges.remove(start);
+        }
+        for function in module
+            .functions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            let _ = self.functions.release(function);
+        }
+        drop(module);
+        self.modules.release(handle)
+    }
+
+    pub(super) fn get_function(&mut self, m: &CuModuleGetFunction) -> Result<Vec<u8>, Status> {
+        let module = self.modules.get(m.module)?.clone();
+        self.make_current(module.ctx.raw)?;
+        let cname = name(&m.name)?;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: the module is live; `cname` is NUL-terminated.
+        check(unsafe { sys::cuModuleGetFunction(&mut raw, module.raw, cname.as_ptr()) })?;
+        let params = param_layout(raw)?;
+        let param_len = params
+            .iter()
+            .map(|&(offset, size)| offset as usize + size as usize)
+            .max()
+            .unwrap_or(0);
+        if param_len > MAX_PARAM_BUFFER {
+            return Err(cuda(result::ERROR_NOT_SUPPORTED));
+        }
+        let reply = CuFunctionReply {
+            params: params.iter().map(|&(o, s)| pack_param(o, s)).collect(),
+        };
+        self.functions.insert(
+            m.function,
+            HostFunction {
+                raw,
+                name: m.name.clone(),
+                params,
+                param_len,
+                module: module.clone(),
+            },
+        )?;
+        module
+            .functions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(m.function);
+        Ok(reply.to_bytes())
+    }
+
+    pub(super) fn get_global(&mut self, m: &CuModuleGetGlobal) -> Result<Vec<u8>, Status> {
+        let module = self.modules.get(m.module)?.clone();
+        self.make_current(module.ctx.raw)?;
+        let cname = name(&m.name)?;
+        let (mut ptr, mut size) = (0u64, 0usize);
+        // SAFETY: the module is live; outputs are valid; `cname` is
+        // NUL-terminated.
+        check(unsafe {
+            sys::cuModuleGetGlobal_v2(&mut ptr, &mut size, module.raw, cname.as_ptr())
+        })?;
+        let mut globals = module.globals.lock().unwrap_or_else(|e| e.into_inner());
+        if !globals.iter().any(|&(start, _)| start == ptr) {
+            globals.push((ptr, size as u64));
+            self.ranges.insert(ptr, size as u64);
+        }
+        Ok(CuRangeReply {
+            ptr,
+            size: size as u64,
+        }
+        .to_bytes())
+    }
+
+    fn function(&self, handle: u64) -> Result<Arc<HostFunction>, Status> {
+        self.functions.get(handle).cloned()
+    }
+
+    pub(super) fn function_attribute(&mut self, m: &CuFuncGetAttribute) -> Result<Vec<u8>, Status> {
+        let function = self.function(m.function)?;
+        self.make_current(function.module.ctx.raw)?;
+        let value = driver::function_attribute(function.raw, m.attribute)?;
+        Ok(CuIntReply { value, second: 0 }.to_bytes())
+    }
+
+    pub(super) fn set_function_attribute(&mut self, m: &CuFuncSetAttribute) -> Result<(), Status> {
+        let function = self.function(m.function)?;
+        self.make_current(function.module.ctx.raw)?;
+        driver::set_function_attribute(function.raw, m.attribute, m.value)
+    }
+
+    pub(super) fn set_cache_config(&mut self, m: &CuFuncSetCacheConfig) -> Result<(), Status> {
+        let function = self.function(m.function)?;
+        self.make_current(function.module.ctx.raw)?;
+        driver::set_cache_config(function.raw, m.config)
+    }
+
+    pub(super) fn occupancy_blocks(
+        &mut self,
+        m: &CuOccupancyMaxActiveBlocks,
+    ) -> Result<Vec<u8>, Status> {
+        let function = self.function(m.function)?;
+        self.make_current(function.module.ctx.raw)?;
+        let block = c_int::try_from(m.block_size).map_err(|_| invalid())?;
+        let smem = usize::try_from(m.dynamic_smem).map_err(|_| invalid())?;
+        let mut blocks = 0;
+        // SAFETY: the function is live; `blocks` is valid for writes.
+        check(unsafe {
+            sys::cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+                &mut blocks,
+                function.raw,
+                block,
+                smem,
+                m.flags,
+            )
+        })?;
+        Ok(CuIntReply {
+            value: blocks,
+            second: 0,
+        }
+        .to_bytes())
+    }
+
+    pub(super) fn occupancy_block_size(
+        &mut self,
+        m: &CuOccupancyMaxPotentialBlockSize,
+    ) -> Result<Vec<u8>, Status> {
+        let function = self.function(m.function)?;
+        self.make_current(function.module.ctx.raw)?;
+        let limit = c_int::try_from(m.block_size_limit).map_err(|_| invalid())?;
+        let smem = usize::try_from(m.dynamic_smem).map_err(|_| invalid())?;
+        let (mut grid, mut block) = (0, 0);
+        // SAFETY: the function is live; outputs are valid; no callback.
+        check(unsafe {
+            sys::cuOccupancyMaxPotentialBlockSizeWithFlags(
+                &mut grid,
+                &mut block,
+                function.raw,
+                None,
+                smem,
+                limit,
+                m.flags,
+            )
+        })?;
+        Ok(CuIntReply {
+            value: grid,
+            second: block,
+        }
+        .to_bytes())
+    }
+
+    pub(super) fn launch(&mut self, m: &CuLaunchKernel) -> Result<(), Status> {
+        let function = self.function(m.function)?;
+        if m.params.len() != function.param_len {
+            return Err(invalid());
+        }
+        let arena = self.shared.arena.clone();
+        check_pointers(
+            &function.params,
+            &m.params,
+            |v| arena.contains(v),
+            &self.ranges,
+        )?;
+        let stream = self.stream(m.ctx, m.stream)?;
+        let mut size = m.params.len();
+        let mut extra = [
+            sys::CU_LAUNCH_PARAM_BUFFER_POINTER_AS_INT as usize as *mut c_void,
+            m.params.as_ptr() as *mut c_void,
+            sys::CU_LAUNCH_PARAM_BUFFER_SIZE_AS_INT as usize as *mut c_void,
+            (&mut size as *mut usize).cast(),
+            sys::CU_LAUNCH_PARAM_END_AS_INT as usize as *mut c_void,
+        ];
+        let extra_ptr = if size == 0 {
+            std::ptr::null_mut()
+        } else {
+            extra.as_mut_ptr()
+        };
+        let [gx, gy, gz] = m.grid;
+        let [bx, by, bz] = m.block;
+        // SAFETY: the function is live and its context current; `extra`
+        // names a buffer of exactly the layout's size, which the driver only
+        // reads during the call; its pointer parameters were checked.
+        check(unsafe {
+            sys::cuLaunchKernel(
+                function.raw,
+                gx,
+                gy,
+                gz,
+                bx,
+                by,
+                bz,
+                m.shared_mem,
+                stream,
+                std::ptr::null_mut(),
+                extra_ptr,
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointer_parameters_outside_the_session_are_refused() {
+        let mut ranges = Ranges::default();
+        ranges.insert(0x1000, 0x100);
+        let in_arena = |v: u64| (0x1000..0x10_0000).contains(&v);
+        let layout = [(0, 8), (8, 4), (16, 8)];
+        let mut buffer = vec![0u8; 24];
+        buffer[..8].copy_from_slice(&0x1010u64.to_le_bytes());
+        buffer[16..].copy_from_slice(&7u64.to_le_bytes());
+        assert!(check_pointers(&layout, &buffer, in_arena, &ranges).is_ok());
+        buffer[16..].copy_from_slice(&0x5000u64.to_le_bytes());
+        assert_eq!(
+            check_pointers(&layout, &buffer, in_arena, &ranges),
+            Err(invalid())
+        );
+        assert_eq!(
+            check_pointers(&layout, &buffer[..20], in_arena, &ranges),
+            Err(invalid())
+        );
+    }
+}
