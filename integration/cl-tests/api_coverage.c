@@ -815,6 +815,15 @@ static void buffers(void)
     ck(clReleaseMemObject(bc), "release COPY_HOST_PTR buffer");
 }
 
+/* memcmp that reports the first differing byte. */
+static int same_bytes(const unsigned char *got, const unsigned char *want, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != want[i])
+            return ckv(0, what, "byte %zu: 0x%02x, expected 0x%02x", i, got[i], want[i]);
+    return ckv(1, what, "-");
+}
+
 /* CPU model of a rectangular copy (bytes). */
 static void rect_copy(unsigned char *dst, const size_t dorg[3], size_t drow, size_t dslice,
                       const unsigned char *srcp, const size_t sorg[3], size_t srow, size_t sslice,
@@ -842,7 +851,7 @@ static void rect_transfers(void)
        "clEnqueueWriteBufferRect");
     rect_copy(model, borg, BW, BW * BH, host, horg, HW, HW * HH, region);
     if (ck(clEnqueueReadBuffer(q, rb, CL_TRUE, 0, sizeof got, got, 0, NULL, NULL), "read after rect write"))
-        ckv(memcmp(got, model, sizeof got) == 0, "rect write contents", "differ");
+        same_bytes(got, model, sizeof got, "rect write contents");
     hash(got, sizeof got);
 
     /* A 3-D region back into a host array at an offset. */
@@ -852,7 +861,7 @@ static void rect_transfers(void)
     ck(clEnqueueReadBufferRect(q, rb, CL_TRUE, borg2, horg2, region2, BW, BW * BH, HW, HW * HH, hout, 0, NULL, NULL),
        "clEnqueueReadBufferRect 3-D");
     rect_copy(hmodel, horg2, HW, HW * HH, model, borg2, BW, BW * BH, region2);
-    ckv(memcmp(hout, hmodel, sizeof hout) == 0, "rect read contents", "differ");
+    same_bytes(hout, hmodel, sizeof hout, "rect read contents");
     hash(hout, sizeof hout);
 
     /* Buffer to buffer with different pitches; a non-blocking read of the
@@ -867,7 +876,7 @@ static void rect_transfers(void)
     ck(clEnqueueReadBuffer(q, rb2, CL_FALSE, 0, sizeof g2, g2, 1, &ec, &er), "read after rect copy");
     ck(clWaitForEvents(1, &er), "wait for read");
     check_event(ec, CL_COMMAND_COPY_BUFFER_RECT, q, "rect copy event");
-    ckv(memcmp(g2, m2, sizeof g2) == 0, "rect copy contents", "differ");
+    same_bytes(g2, m2, sizeof g2, "rect copy contents");
     hash(g2, sizeof g2);
     clReleaseEvent(ec);
     clReleaseEvent(er);
