@@ -410,3 +410,104 @@ fn garbage_batches_never_stop_the_daemon() {
     assert!(backend.is_running());
     bystander.assert_intact();
 }
+
+#[test]
+fn guest_bytes_are_never_taken_for_a_buffer_argument() {
+    let mut backend = Backend::start();
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    let source = b"kernel void k(global int* p, int v, local int* s) { p[0] = v; }".to_vec();
+    let reply = raw.batch(
+        1,
+        &[
+            CreateContext {
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            CreateProgramWithSource {
+                program: 2,
+                context: 1,
+                source,
+            }
+            .into(),
+            BuildProgram {
+                program: 2,
+                options: vec![],
+            }
+            .into(),
+            CreateKernel {
+                kernel: 3,
+                program: 2,
+                name: b"k".to_vec(),
+            }
+            .into(),
+            CreateBuffer {
+                mem: 4,
+                context: 1,
+                flags: 1,
+                size: 64,
+                init: DataRef::NONE,
+            }
+            .into(),
+        ],
+    );
+    assert!(
+        reply.records.iter().all(|r| r.status.is_success()),
+        "{reply:?}"
+    );
+    let arg = |index: u32,
+               arg_kind: vgpu_protocol::ArgKind,
+               size: u64,
+               value: Vec<u8>,
+               handle: u64|
+     -> Request {
+        SetKernelArg {
+            kernel: 3,
+            index,
+            arg_kind: arg_kind as u32,
+            size,
+            value,
+            handle,
+        }
+        .into()
+    };
+    use vgpu_protocol::ArgKind::*;
+    // A forged "cl_mem" for a pointer argument: the device would read it as a host pointer.
+    assert_eq!(
+        one_status(
+            &mut raw,
+            1,
+            arg(0, Value, 8, 0xdead_beef_u64.to_le_bytes().to_vec(), 0)
+        ),
+        Status::INVALID_MEM_OBJECT
+    );
+    // A buffer for a value argument would hand the kernel a host address.
+    assert_eq!(
+        one_status(&mut raw, 1, arg(1, Mem, 8, vec![], 4)),
+        Status::INVALID_ARG_VALUE
+    );
+    assert_eq!(
+        one_status(&mut raw, 1, arg(2, Value, 4, vec![1; 4], 0)),
+        Status::INVALID_ARG_VALUE
+    );
+    // The legitimate forms work.
+    assert_eq!(
+        one_status(&mut raw, 1, arg(0, Mem, 8, vec![], 4)),
+        Status::SUCCESS
+    );
+    assert_eq!(
+        one_status(&mut raw, 1, arg(0, Value, 8, vec![0; 8], 0)),
+        Status::SUCCESS,
+        "zero bytes mean NULL"
+    );
+    assert_eq!(
+        one_status(&mut raw, 1, arg(1, Value, 4, vec![1; 4], 0)),
+        Status::SUCCESS
+    );
+    assert_eq!(
+        one_status(&mut raw, 1, arg(2, Local, 64, vec![], 0)),
+        Status::SUCCESS
+    );
+    assert!(backend.is_running());
+}

@@ -8,6 +8,7 @@ use cl3::types::{cl_context_properties, cl_kernel, cl_mem, cl_platform_id};
 use vgpu_protocol::messages::*;
 use vgpu_protocol::{ArgKind, Request, Status};
 
+use super::args;
 use super::objects::*;
 use super::session::OpenClSession;
 use crate::chain::GuestIo;
@@ -308,7 +309,7 @@ impl OpenClSession {
         let result = match &record {
             BuildRecord::None => Ok(()),
             BuildRecord::Built { options } => {
-                let options = cstring(options, Status::INVALID_BUILD_OPTIONS)?;
+                let options = cstring(&with_arg_info(options), Status::INVALID_BUILD_OPTIONS)?;
                 cl3::program::build_program(
                     program.program.0,
                     &[self.device],
@@ -318,7 +319,7 @@ impl OpenClSession {
                 )
             }
             BuildRecord::Compiled { options } => {
-                let options = cstring(options, Status::INVALID_COMPILER_OPTIONS)?;
+                let options = cstring(&with_arg_info(options), Status::INVALID_COMPILER_OPTIONS)?;
                 cl3::program::compile_program(
                     program.program.0,
                     &[self.device],
@@ -392,6 +393,7 @@ impl OpenClSession {
         if index >= kernel.num_args {
             return Err(Status::INVALID_ARG_INDEX);
         }
+        let arg = args::admit(kernel.classes[index as usize], arg)?;
         let null_mem: cl_mem = std::ptr::null_mut();
         let mem_size = std::mem::size_of::<cl_mem>();
         // SAFETY (all arms): each value pointer is valid for its size during
@@ -450,16 +452,25 @@ impl OpenClSession {
     }
 }
 
+/// The guest's build options plus the one that keeps argument info.
+fn with_arg_info(options: &[u8]) -> Vec<u8> {
+    let mut all = options.to_vec();
+    all.extend_from_slice(args::ARG_INFO_OPTION.as_bytes());
+    all
+}
+
 fn kernel_entry(raw: cl_kernel, program: Arc<ProgramEntry>, name: Vec<u8>) -> HostKernel {
     let num_args = cl3::kernel::get_kernel_data(raw, cl3::kernel::CL_KERNEL_NUM_ARGS)
         .ok()
         .and_then(|b| Some(u32::from_le_bytes(b.get(..4)?.try_into().ok()?)))
         .unwrap_or(0);
+    let classes = (0..num_args).map(|i| args::classify(raw, i)).collect();
     HostKernel {
         raw,
         num_args,
         name,
         program,
+        classes,
         args: Mutex::new(vec![ArgRecord::Unset; num_args as usize]),
     }
 }

@@ -121,6 +121,19 @@ pub struct ProgramEntry {
     pub build: std::sync::Mutex<BuildRecord>,
 }
 
+impl ProgramEntry {
+    /// The options the guest built with (without what the backend adds),
+    /// NUL-terminated as `CL_PROGRAM_BUILD_OPTIONS` answers them.
+    pub fn guest_build_options(&self) -> Vec<u8> {
+        let mut out = match &*self.build.lock().unwrap_or_else(|e| e.into_inner()) {
+            BuildRecord::None => Vec::new(),
+            BuildRecord::Built { options } | BuildRecord::Compiled { options } => options.clone(),
+        };
+        out.push(0);
+        out
+    }
+}
+
 /// A kernel argument as last set.
 #[derive(Debug, Clone, Default)]
 pub enum ArgRecord {
@@ -141,6 +154,8 @@ pub struct HostKernel {
     pub num_args: u32,
     pub name: Vec<u8>,
     pub program: Arc<ProgramEntry>,
+    /// What each argument may be given.
+    pub classes: Vec<super::args::ArgClass>,
     pub args: std::sync::Mutex<Vec<ArgRecord>>,
 }
 
