@@ -74,15 +74,16 @@ fn build_program(
     if program.kernels.load(Ordering::Relaxed) > 0 {
         return Err(CL_INVALID_OPERATION);
     }
+    let options = opt_c_str(options)?;
     let build = BuildProgram {
         program: program.handle(),
-        options: opt_c_str(options)?,
+        options: options.clone(),
     };
     let result = platform::client()?
         .call(build.into())
         .map(drop)
         .map_err(|s| s.0);
-    program.set_executable(result.is_ok());
+    program.built(result.is_ok(), options);
     if let Some(callback) = notify {
         callback.call(program.as_ptr());
     }
@@ -126,15 +127,16 @@ fn compile_program(
     {
         return Err(CL_INVALID_OPERATION);
     }
+    let options = opt_c_str(options)?;
     let compile = CompileProgram {
         program: program.handle(),
-        options: opt_c_str(options)?,
+        options: options.clone(),
     };
     let result = platform::client()?
         .call(compile.into())
         .map(drop)
         .map_err(|s| s.0);
-    program.set_executable(false);
+    program.built(false, options);
     if let Some(callback) = notify {
         callback.call(program.as_ptr());
     }
@@ -173,11 +175,12 @@ fn link_program(
     let link = LinkProgram {
         program,
         context: context.handle(),
-        options,
+        options: options.clone(),
         inputs: handles,
     };
     client.call(link.into()).map_err(|s| s.0)?;
     let linked = Cl::publish(program, Program::new(context, Origin::Linked, !library));
+    linked.built(!library, options);
     if let Some(callback) = notify {
         callback.call(linked.as_ptr());
     }

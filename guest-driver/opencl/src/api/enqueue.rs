@@ -46,18 +46,13 @@ fn dims(ptr: *const usize, dim: usize, pad: u64) -> ClResult<Option<[u64; 3]>> {
     Ok(Some(out))
 }
 
-/// The local size checks that need device and kernel limits:
-/// CL_INVALID_WORK_ITEM_SIZE if a local size exceeds
-/// CL_DEVICE_MAX_WORK_ITEM_SIZES; CL_INVALID_WORK_GROUP_SIZE if a local
-/// size is 0 or their product exceeds CL_KERNEL_WORK_GROUP_SIZE.
+/// The local size checks that need device and kernel limits, in the
+/// spec's order: CL_INVALID_WORK_GROUP_SIZE if a local size is 0 or their
+/// product exceeds CL_KERNEL_WORK_GROUP_SIZE; CL_INVALID_WORK_ITEM_SIZE if
+/// a local size exceeds CL_DEVICE_MAX_WORK_ITEM_SIZES.
 fn check_local(kernel: &Cl<Kernel>, local: &[u64; 3], dim: usize) -> ClResult<()> {
-    let device = &kernel.program.context.device;
-    let max_items = device.sizes(CL_DEVICE_MAX_WORK_ITEM_SIZES)?;
     if local[..dim].contains(&0) {
         return Err(CL_INVALID_WORK_GROUP_SIZE);
-    }
-    if local[..dim].iter().zip(&max_items).any(|(l, m)| l > m) {
-        return Err(CL_INVALID_WORK_ITEM_SIZE);
     }
     let max_group = info::le_number(&kernel.work_group_info(CL_KERNEL_WORK_GROUP_SIZE)?);
     let product = local[..dim]
@@ -65,6 +60,14 @@ fn check_local(kernel: &Cl<Kernel>, local: &[u64; 3], dim: usize) -> ClResult<()
         .try_fold(1u64, |acc, l| acc.checked_mul(*l));
     if product.is_none_or(|p| p > max_group) {
         return Err(CL_INVALID_WORK_GROUP_SIZE);
+    }
+    let max_items = kernel
+        .program
+        .context
+        .device
+        .sizes(CL_DEVICE_MAX_WORK_ITEM_SIZES)?;
+    if local[..dim].iter().zip(&max_items).any(|(l, m)| l > m) {
+        return Err(CL_INVALID_WORK_ITEM_SIZE);
     }
     Ok(())
 }
@@ -97,8 +100,8 @@ fn enqueue_nd_range_kernel(
         return Err(CL_INVALID_WORK_DIMENSION);
     }
     let dim = work_dim as usize;
-    // CL_INVALID_VALUE if global_work_size is NULL.
-    let global = dims(global, dim, 1)?.ok_or(CL_INVALID_VALUE)?;
+    // CL_INVALID_GLOBAL_WORK_SIZE if global_work_size is NULL.
+    let global = dims(global, dim, 1)?.ok_or(CL_INVALID_GLOBAL_WORK_SIZE)?;
     let offset = dims(offset, dim, 0)?.unwrap_or([0; 3]);
     // CL_INVALID_GLOBAL_OFFSET if global_work_size + global_work_offset
     // overflows a size_t.
@@ -117,6 +120,17 @@ fn enqueue_nd_range_kernel(
     let local = dims(local, dim, 1)?;
     if let Some(local) = &local {
         check_local(&kernel, local, dim)?;
+    }
+    // CL_INVALID_WORK_GROUP_SIZE if the kernel has a
+    // reqd_work_group_size and local_work_size is NULL or differs from it.
+    let required = kernel.work_group_info(CL_KERNEL_COMPILE_WORK_GROUP_SIZE)?;
+    let required: Vec<u64> = required.chunks_exact(8).map(info::le_number).collect();
+    if required.iter().any(|&r| r != 0) {
+        let matches =
+            local.is_some_and(|l| (0..3).all(|d| required.get(d).is_none_or(|&r| r == l[d])));
+        if !matches {
+            return Err(CL_INVALID_WORK_GROUP_SIZE);
+        }
     }
     let wait = wait_list(&queue, num_events, events)?;
     let new_event = NewEvent::new(event, CL_COMMAND_NDRANGE_KERNEL)?;

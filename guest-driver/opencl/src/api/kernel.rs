@@ -98,22 +98,24 @@ fn clone_kernel(source: cl_kernel) -> ClResult<cl_kernel> {
 }
 
 /// How an argument value travels: a live memory object of the kernel's
-/// context by handle, a pointer to a NULL `cl_mem` as a NULL buffer, a
-/// NULL `arg_value` as `__local` memory of `arg_size` bytes, anything else
-/// as bytes.
+/// context by handle; a pointer to a NULL `cl_mem` for a buffer argument as
+/// a NULL buffer; a NULL `arg_value` as `__local` memory of `arg_size`
+/// bytes; anything else as bytes. Values of pointer size, and the first
+/// value of every shape, are checked against the argument's address
+/// qualifier (asked once per argument), so bytes never stand in for a
+/// buffer and a wrong size is reported as the spec says.
 fn classify(
     kernel: &Cl<Kernel>,
+    index: u32,
     size: usize,
     value: *const c_void,
 ) -> ClResult<(ArgKind, u64, Vec<u8>)> {
     if value.is_null() {
         return Ok((ArgKind::Local, 0, Vec::new()));
     }
-    if size == std::mem::size_of::<cl_mem>() {
+    let pointer = std::mem::size_of::<cl_mem>();
+    if size == pointer {
         let ptr: cl_mem = read(value as *const cl_mem)?;
-        if ptr.is_null() {
-            return Ok((ArgKind::NullMem, 0, Vec::new()));
-        }
         if let Ok(mem) = Cl::<Mem>::get(ptr) {
             // CL_INVALID_MEM_OBJECT for a memory object of another context.
             if !Arc::ptr_eq(&mem.context, &kernel.program.context) {
@@ -121,6 +123,20 @@ fn classify(
             }
             return Ok((ArgKind::Mem, mem.handle(), Vec::new()));
         }
+        if kernel.arg_is_buffer(index) == Some(true) {
+            // CL_INVALID_MEM_OBJECT for a buffer argument whose value is
+            // not a valid memory object (a released one, say).
+            return match ptr.is_null() {
+                true => Ok((ArgKind::NullMem, 0, Vec::new())),
+                false => Err(CL_INVALID_MEM_OBJECT),
+            };
+        }
+    } else if !kernel.accepted_before(index, ArgKind::Value, size as u64)
+        && kernel.arg_is_buffer(index) == Some(true)
+    {
+        // CL_INVALID_ARG_SIZE if arg_size does not match the size of the
+        // argument's data type (a buffer takes a cl_mem).
+        return Err(CL_INVALID_ARG_SIZE);
     }
     Ok((ArgKind::Value, 0, bytes(value, size)?.to_vec()))
 }
@@ -140,7 +156,7 @@ fn set_kernel_arg(
     if size > vgpu_protocol::limits::MAX_BYTES_FIELD as usize {
         return Err(CL_INVALID_ARG_SIZE);
     }
-    let (kind, handle, value) = classify(&kernel, size, value)?;
+    let (kind, handle, value) = classify(&kernel, index, size, value)?;
     let set = SetKernelArg {
         kernel: kernel.handle(),
         index,

@@ -248,6 +248,12 @@ fn get_program_build_info(
     // CL_INVALID_DEVICE if device is not in the list of devices associated
     // with program.
     check_device(&program.context, device)?;
+    if param == CL_PROGRAM_BUILD_OPTIONS {
+        if let Some(options) = program.options() {
+            let text = String::from_utf8_lossy(&options).into_owned();
+            return write_info(&info::string(&text), size, value, size_ret);
+        }
+    }
     let room = if param == CL_PROGRAM_BUILD_LOG {
         LOG_ROOM
     } else {

@@ -126,28 +126,52 @@ fn enqueue_read_buffer_rect(
     for (i, p) in list.iter().enumerate() {
         let (buffer_origin, start, end) = rect.piece(p)?;
         let last = i + 1 == list.len();
-        client
-            .call_with_in(
-                &mut host[start as usize..end as usize],
-                |data: DataRef, chunk: u64| -> Request {
-                    EnqueueReadBufferRect {
-                        queue: queue.handle(),
-                        mem: if unsplittable(chunk) { 0 } else { mem.handle() },
-                        buffer_origin,
-                        host_origin: [0, 0, 0],
-                        region: p.size,
-                        buffer_row_pitch: rect.buffer.row_pitch,
-                        buffer_slice_pitch: rect.buffer.slice_pitch,
-                        host_row_pitch: rect.host.row_pitch,
-                        host_slice_pitch: rect.host.slice_pitch,
-                        data,
-                        wait: if i == 0 { wait.clone() } else { Vec::new() },
-                        event: if last { new_event.handle() } else { 0 },
-                    }
-                    .into()
-                },
+        // A transport may write back the whole data range, so bytes between
+        // the rows must not be part of it: rows with gaps are read packed
+        // and placed here (one more copy, in this library).
+        let packed = Layout::new([0; 3], p.size, 0, 0)?;
+        let contiguous = (p.size[1] == 1 || rect.host.row_pitch == packed.row_pitch)
+            && (p.size[2] == 1 || rect.host.slice_pitch == packed.slice_pitch);
+        let (layout, mut staging) = if contiguous {
+            (rect.host, Vec::new())
+        } else {
+            (
+                packed,
+                vec![0u8; (p.size[0] * p.size[1] * p.size[2]) as usize],
             )
+        };
+        let target: &mut [u8] = if contiguous {
+            &mut host[start as usize..end as usize]
+        } else {
+            &mut staging
+        };
+        client
+            .call_with_in(target, |data: DataRef, chunk: u64| -> Request {
+                EnqueueReadBufferRect {
+                    queue: queue.handle(),
+                    mem: if unsplittable(chunk) { 0 } else { mem.handle() },
+                    buffer_origin,
+                    host_origin: [0, 0, 0],
+                    region: p.size,
+                    buffer_row_pitch: rect.buffer.row_pitch,
+                    buffer_slice_pitch: rect.buffer.slice_pitch,
+                    host_row_pitch: layout.row_pitch,
+                    host_slice_pitch: layout.slice_pitch,
+                    data,
+                    wait: if i == 0 { wait.clone() } else { Vec::new() },
+                    event: if last { new_event.handle() } else { 0 },
+                }
+                .into()
+            })
             .map_err(|s| s.0)?;
+        if !contiguous {
+            let row = p.size[0] as usize;
+            for (n, chunk) in staging.chunks_exact(row).enumerate() {
+                let (y, z) = (n as u64 % p.size[1], n as u64 / p.size[1]);
+                let at = rect.host.offset([p.at[0], p.at[1] + y, p.at[2] + z])? as usize;
+                host[at..at + row].copy_from_slice(chunk);
+            }
+        }
     }
     new_event.publish(&queue);
     finish_blocking(blocking)

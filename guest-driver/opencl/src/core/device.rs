@@ -135,6 +135,11 @@ impl Device {
         match param {
             CL_DEVICE_NAME => Ok(info::string(&self.name())),
             CL_DEVICE_REFERENCE_COUNT => Ok(info::u32(1)),
+            // Native kernels (host function pointers) cannot be forwarded.
+            CL_DEVICE_EXECUTION_CAPABILITIES => {
+                let caps = info::le_number(&self.remote(param)?) & !CL_EXEC_NATIVE_KERNEL;
+                Ok(info::u64(caps))
+            }
             CL_DEVICE_PARTITION_PROPERTIES => Ok(info::usize(0)),
             CL_DEVICE_PARTITION_TYPE => Ok(Vec::new()),
             CL_DEVICE_BUILT_IN_KERNELS => Ok(info::string("")),

@@ -5,7 +5,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use opencl_sys::{cl_kernel_work_group_info, CL_INVALID_KERNEL, CL_KERNEL_NUM_ARGS};
+use opencl_sys::{
+    cl_kernel_work_group_info, CL_INVALID_KERNEL, CL_KERNEL_ARG_ADDRESS_CONSTANT,
+    CL_KERNEL_ARG_ADDRESS_GLOBAL, CL_KERNEL_ARG_ADDRESS_QUALIFIER, CL_KERNEL_NUM_ARGS,
+};
 use vgpu_protocol::{ArgKind, InfoTarget, ObjectKind};
 
 use crate::core::info;
@@ -18,6 +21,9 @@ pub struct Kernel {
     num_args: OnceLock<u32>,
     args: Mutex<Args>,
     work_group_info: Mutex<HashMap<cl_kernel_work_group_info, Vec<u8>>>,
+    /// `CL_KERNEL_ARG_ADDRESS_QUALIFIER` per argument, asked when needed
+    /// (`None`: the backend has no argument info).
+    qualifiers: Mutex<HashMap<u32, Option<u32>>>,
 }
 
 #[derive(Default, Clone)]
@@ -41,6 +47,7 @@ impl Kernel {
             num_args: OnceLock::new(),
             args: Mutex::new(Args::default()),
             work_group_info: Mutex::new(HashMap::new()),
+            qualifiers: Mutex::new(HashMap::new()),
         }
     }
 
@@ -96,6 +103,29 @@ impl Cl<Kernel> {
         let value = info::remote(InfoTarget::KernelWorkGroup, self.handle(), 0, param)?;
         self.wg_cache().insert(param, value.clone());
         Ok(value)
+    }
+
+    /// Whether argument `index` is a `__global` or `__constant` pointer;
+    /// `None` when the backend cannot tell.
+    pub fn arg_is_buffer(&self, index: u32) -> Option<bool> {
+        let lock = || self.qualifiers.lock().unwrap_or_else(|e| e.into_inner());
+        let cached = lock().get(&index).copied();
+        let qualifier = match cached {
+            Some(q) => q,
+            None => {
+                let q = info::remote(
+                    InfoTarget::KernelArg,
+                    self.handle(),
+                    index,
+                    CL_KERNEL_ARG_ADDRESS_QUALIFIER,
+                )
+                .ok()
+                .map(|bytes| info::le_number(&bytes) as u32);
+                lock().insert(index, q);
+                q
+            }
+        };
+        qualifier.map(|q| q == CL_KERNEL_ARG_ADDRESS_GLOBAL || q == CL_KERNEL_ARG_ADDRESS_CONSTANT)
     }
 
     fn wg_cache(&self) -> MutexGuard<'_, HashMap<cl_kernel_work_group_info, Vec<u8>>> {

@@ -32,6 +32,8 @@ pub struct Program {
 struct State {
     executable: bool,
     kernel_names: Option<Vec<String>>,
+    /// The options of the last build, compile or link, as given.
+    options: Option<Vec<u8>>,
 }
 
 kind!(Program, CL_INVALID_PROGRAM, Some(ObjectKind::Program));
@@ -44,6 +46,7 @@ impl Program {
             state: Mutex::new(State {
                 executable,
                 kernel_names: None,
+                options: None,
             }),
             kernels: AtomicUsize::new(0),
         }
@@ -54,11 +57,18 @@ impl Program {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Records the outcome of a build or link.
-    pub fn set_executable(&self, executable: bool) {
+    /// Records the outcome of a build, compile or link and its options.
+    pub fn built(&self, executable: bool, options: Vec<u8>) {
         let mut state = self.state();
         state.executable = executable;
         state.kernel_names = None;
+        state.options = Some(options);
+    }
+
+    /// `CL_PROGRAM_BUILD_OPTIONS` as the application gave them (the backend
+    /// may add its own).
+    pub fn options(&self) -> Option<Vec<u8>> {
+        self.state().options.clone()
     }
 
     pub fn is_executable(&self) -> bool {
