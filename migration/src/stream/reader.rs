@@ -120,10 +120,13 @@ impl<R: Read> Source<R> {
         Ok(())
     }
 
-    /// Replaces `out` with the next `len` bytes; allocates only as bytes
-    /// actually arrive, so a lying length cannot exhaust memory.
+    /// Replaces `out` with the next `len` bytes (`len` is within its
+    /// kind's cap).
     fn payload(&mut self, len: u64, out: &mut Vec<u8>) -> Result<()> {
         out.clear();
+        // Exactly the claimed length (at most a chunk's cap), so a reused
+        // buffer never doubles past it.
+        out.reserve_exact(usize::try_from(len).unwrap_or(usize::MAX));
         let got = (&mut self.inner)
             .take(len)
             .read_to_end(out)

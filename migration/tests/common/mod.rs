@@ -397,10 +397,10 @@ pub fn seal(version: u32, chunks: &[(u32, Vec<u8>)]) -> Vec<u8> {
     for (kind, payload) in chunks {
         push_chunk(&mut out, *kind, payload);
         match kind {
-            1 if state_bytes == 0 => {
+            1 if state_bytes == 0 && payload.len() >= 8 => {
                 state_bytes = u64::from_le_bytes(payload[..8].try_into().unwrap())
             }
-            2 => buffer_bytes += payload.len() as u64 - 24,
+            2 => buffer_bytes += (payload.len() as u64).saturating_sub(24),
             _ => {}
         }
     }
