@@ -54,6 +54,21 @@ impl<T> HandleTable<T> {
         Ok(object)
     }
 
+    /// Registers an object that already exists (a restore), with the
+    /// guest's reference count.
+    pub fn insert_shared(&mut self, handle: u64, object: Arc<T>, refs: u32) -> Result<(), Status> {
+        if handle == 0 || refs == 0 || self.entries.contains_key(&handle) {
+            return Err(Status::INVALID_VALUE);
+        }
+        self.entries.insert(handle, Entry { object, refs });
+        Ok(())
+    }
+
+    /// Every live handle with its object and reference count.
+    pub fn entries(&self) -> impl Iterator<Item = (u64, &Arc<T>, u32)> {
+        self.entries.iter().map(|(h, e)| (*h, &e.object, e.refs))
+    }
+
     pub fn get(&self, handle: u64) -> Result<&Arc<T>, Status> {
         self.entries
             .get(&handle)

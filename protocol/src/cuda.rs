@@ -166,6 +166,95 @@ impl ImageKind {
     }
 }
 
+/// Reads `len` bytes at `offset` of an image whose length is not known yet.
+pub type ImageReader<'a> = dyn FnMut(u64, usize) -> Option<Vec<u8>> + 'a;
+
+fn le_u16(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from(u16::from_le_bytes(
+        b.get(at..at + 2)?.try_into().ok()?,
+    )))
+}
+
+fn le_u32(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from(u32::from_le_bytes(
+        b.get(at..at + 4)?.try_into().ok()?,
+    )))
+}
+
+fn le_u64(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// Length of a fat binary from its 16-byte header (`None`: not one, or
+/// larger than `max`).
+pub fn fatbin_len(header: &[u8], max: u64) -> Option<u64> {
+    if le_u32(header, 0)? != u64::from(FATBIN_MAGIC) {
+        return None;
+    }
+    let len = le_u16(header, 6)?.checked_add(le_u64(header, 8)?)?;
+    (len <= max).then_some(len)
+}
+
+/// Length of a 64-bit little-endian ELF image: the furthest byte its
+/// headers, sections and segments reach (`None`: malformed or beyond `max`).
+pub fn elf_len(read: &mut ImageReader<'_>, max: u64) -> Option<u64> {
+    let header = read(0, 64)?;
+    if !header.starts_with(&ELF_MAGIC) || header.get(4) != Some(&2) || header.get(5) != Some(&1) {
+        return None;
+    }
+    let table = |off: u64, num: u64, size: u64| off.checked_add(num.checked_mul(size)?);
+    let (phoff, phentsize, phnum) = (
+        le_u64(&header, 0x20)?,
+        le_u16(&header, 0x36)?,
+        le_u16(&header, 0x38)?,
+    );
+    let (shoff, shentsize, shnum) = (
+        le_u64(&header, 0x28)?,
+        le_u16(&header, 0x3a)?,
+        le_u16(&header, 0x3c)?,
+    );
+    let mut end = 64u64
+        .max(table(phoff, phnum, phentsize)?)
+        .max(table(shoff, shnum, shentsize)?);
+    if end > max {
+        return None;
+    }
+    if shnum > 0 && shentsize >= 0x28 {
+        let sections = read(shoff, (shnum * shentsize) as usize)?;
+        for s in sections.chunks_exact(shentsize as usize) {
+            // SHT_NOBITS (8) occupies no bytes of the file.
+            if le_u32(s, 4)? != 8 {
+                end = end.max(le_u64(s, 0x18)?.checked_add(le_u64(s, 0x20)?)?);
+            }
+        }
+    }
+    if phnum > 0 && phentsize >= 0x28 {
+        let segments = read(phoff, (phnum * phentsize) as usize)?;
+        for p in segments.chunks_exact(phentsize as usize) {
+            end = end.max(le_u64(p, 8)?.checked_add(le_u64(p, 0x20)?)?);
+        }
+    }
+    (end <= max).then_some(end)
+}
+
+/// Checks that an image's own headers stay inside it, so the driver never
+/// reads past the bytes the guest sent. Wrapped fat binaries (which hold
+/// host pointers) are refused: the guest library unwraps them.
+pub fn check_image(kind: ImageKind, image: &[u8]) -> bool {
+    let len = image.len() as u64;
+    match kind {
+        ImageKind::Ptx => true,
+        ImageKind::Fatbin => fatbin_len(image, len).is_some(),
+        ImageKind::Cubin => {
+            let mut read = |offset: u64, n: usize| {
+                let start = usize::try_from(offset).ok()?;
+                image.get(start..start.checked_add(n)?).map(<[u8]>::to_vec)
+            };
+            elf_len(&mut read, len).is_some()
+        }
+    }
+}
+
 /// Three grid or block dimensions.
 impl Field for [u32; 3] {
     fn put(&self, w: &mut Writer) {
@@ -259,6 +348,51 @@ mod tests {
             Some(ImageKind::Fatbin)
         );
         assert_eq!(ImageKind::detect(&[0, 0, 0, 0]), None);
+    }
+
+    fn elf_with_section(offset: u64, size: u64) -> Vec<u8> {
+        let mut elf = vec![0u8; 64 + 64 * 2];
+        elf[..4].copy_from_slice(&ELF_MAGIC);
+        elf[4] = 2;
+        elf[5] = 1;
+        elf[0x28..0x30].copy_from_slice(&64u64.to_le_bytes());
+        elf[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes());
+        elf[0x3c..0x3e].copy_from_slice(&2u16.to_le_bytes());
+        let s = 64 + 64;
+        elf[s + 4] = 1;
+        elf[s + 0x18..s + 0x20].copy_from_slice(&offset.to_le_bytes());
+        elf[s + 0x20..s + 0x28].copy_from_slice(&size.to_le_bytes());
+        elf
+    }
+
+    #[test]
+    fn elf_length_covers_sections() {
+        let elf = elf_with_section(0x40, 0x80);
+        assert!(check_image(ImageKind::Cubin, &elf));
+        let mut read = |o: u64, n: usize| elf.get(o as usize..o as usize + n).map(<[u8]>::to_vec);
+        assert_eq!(elf_len(&mut read, 1 << 20), Some(192));
+    }
+
+    #[test]
+    fn images_reaching_past_their_end_are_refused() {
+        assert!(!check_image(
+            ImageKind::Cubin,
+            &elf_with_section(0x40, 0x1000)
+        ));
+        assert!(!check_image(
+            ImageKind::Cubin,
+            &elf_with_section(u64::MAX, 2)
+        ));
+        assert!(!check_image(ImageKind::Cubin, &ELF_MAGIC));
+        let mut fatbin = vec![0u8; 32];
+        fatbin[..4].copy_from_slice(&FATBIN_MAGIC.to_le_bytes());
+        fatbin[6] = 16;
+        fatbin[8] = 16;
+        assert!(check_image(ImageKind::Fatbin, &fatbin));
+        fatbin[8] = 17;
+        assert!(!check_image(ImageKind::Fatbin, &fatbin));
+        let wrapper = FATBIN_WRAPPER_MAGIC.to_le_bytes();
+        assert!(!check_image(ImageKind::Fatbin, &wrapper));
     }
 
     #[test]

@@ -138,6 +138,9 @@ requests! {
     /// `arg_kind` is an `ArgKind`.
     SetKernelArg = 0x1022 { kernel: u64, index: u32, arg_kind: u32, size: u64, value: Vec<u8>, handle: u64 }
     SetUserEventStatus = 0x1023 { event: u64, status: i32 }
+    /// Writes initial contents outside any queue (the rest of a
+    /// `COPY_HOST_PTR` buffer too large for one batch); complete on return.
+    InitBuffer = 0x1024 { mem: u64, offset: u64, data: DataRef }
 
     // ---- OpenCL: commands (event 0 = none) -------------------------------
     EnqueueWriteBuffer = 0x1030 { queue: u64, mem: u64, offset: u64, data: DataRef, wait: Vec<u64>, event: u64 }

@@ -75,6 +75,9 @@ pub fn admit(class: ArgClass, arg: ArgRecord) -> Result<ArgRecord, Status> {
         {
             Ok(ArgRecord::NullMem)
         }
+        (ArgClass::Buffer, ArgRecord::Value(v)) if v.len() != pointer => {
+            Err(Status::INVALID_ARG_SIZE)
+        }
         (ArgClass::Buffer, ArgRecord::Value(_)) => Err(Status::INVALID_MEM_OBJECT),
         (ArgClass::Buffer, ArgRecord::Local(size)) if size as usize == pointer => {
             Ok(ArgRecord::NullMem)

@@ -260,6 +260,37 @@ impl OpenClSession {
         Ok(unmap)
     }
 
+    /// A queue of the backend's own on `context`, made on first use.
+    pub(super) fn internal_queue(
+        &mut self,
+        context: &Arc<super::objects::ContextEntry>,
+    ) -> Result<Arc<QueueEntry>, Status> {
+        if let Some(queue) = self
+            .internal_queues
+            .iter()
+            .find(|q| Arc::ptr_eq(&q.context, context))
+        {
+            return Ok(queue.clone());
+        }
+        let queue = Arc::new(self.new_queue(context.clone(), &[])?);
+        self.internal_queues.push(queue.clone());
+        Ok(queue)
+    }
+
+    pub(super) fn init_buffer(&mut self, m: &InitBuffer, io: &mut GuestIo) -> Result<(), Status> {
+        let mem = self.mem(m.mem)?;
+        Self::check_range(&mem, m.offset, m.data.len)?;
+        let queue = self.internal_queue(&mem.context)?;
+        let pieces = io.out_slices(m.data)?;
+        let no_wait = WaitList {
+            _held: Vec::new(),
+            raw: Vec::new(),
+        };
+        let event = self.transfer(&queue, &mem, m.offset, &pieces, &no_wait, true)?;
+        drop(HostEvent(event));
+        Ok(())
+    }
+
     pub(super) fn write_buffer(
         &mut self,
         m: &EnqueueWriteBuffer,

@@ -144,17 +144,20 @@ impl OpenClSession {
         })
     }
 
+    /// With `init` shorter than the buffer, only that prefix is written now
+    /// (the guest library sends the rest with `InitBuffer`).
     pub(super) fn create_buffer(
         &mut self,
         m: &CreateBuffer,
         io: &mut GuestIo,
     ) -> Result<(), Status> {
         let context = self.contexts.get(m.context)?.clone();
+        if m.init.len > m.size {
+            return Err(Status::INVALID_VALUE);
+        }
+        let whole = m.init.len == m.size && m.size > 0;
         let mut staging = Vec::new();
-        let init = if m.init.len > 0 {
-            if m.init.len != m.size {
-                return Err(Status::INVALID_VALUE);
-            }
+        let init = if whole {
             match io.out_slices(m.init)?.as_slice() {
                 [only] => Some(only.ptr),
                 _ => {
@@ -171,6 +174,17 @@ impl OpenClSession {
         };
         let mem = self.new_buffer(context, m.flags, m.size, init)?;
         self.mems.insert(m.mem, mem)?;
+        if !whole && m.init.len > 0 {
+            let prefix = InitBuffer {
+                mem: m.mem,
+                offset: 0,
+                data: m.init,
+            };
+            if let Err(status) = self.init_buffer(&prefix, io) {
+                let _ = self.mems.release(m.mem);
+                return Err(status);
+            }
+        }
         Ok(())
     }
 
@@ -308,7 +322,11 @@ impl OpenClSession {
     pub(super) fn build(&self, program: &ProgramEntry, record: BuildRecord) -> Result<(), Status> {
         let result = match &record {
             BuildRecord::None => Ok(()),
-            BuildRecord::Built { options } => {
+            BuildRecord::Built { options }
+            | BuildRecord::Failed {
+                options,
+                compile_only: false,
+            } => {
                 let options = cstring(&with_arg_info(options), Status::INVALID_BUILD_OPTIONS)?;
                 cl3::program::build_program(
                     program.program.0,
@@ -318,7 +336,11 @@ impl OpenClSession {
                     std::ptr::null_mut(),
                 )
             }
-            BuildRecord::Compiled { options } => {
+            BuildRecord::Compiled { options }
+            | BuildRecord::Failed {
+                options,
+                compile_only: true,
+            } => {
                 let options = cstring(&with_arg_info(options), Status::INVALID_COMPILER_OPTIONS)?;
                 cl3::program::compile_program(
                     program.program.0,
@@ -331,9 +353,28 @@ impl OpenClSession {
                 )
             }
         };
-        result.map_err(Status)?;
+        let record = match (result, record) {
+            (
+                Ok(()),
+                BuildRecord::Failed {
+                    options,
+                    compile_only: true,
+                },
+            ) => BuildRecord::Compiled { options },
+            (Ok(()), BuildRecord::Failed { options, .. }) => BuildRecord::Built { options },
+            (Ok(()), record) => record,
+            (Err(_), BuildRecord::Compiled { options }) => BuildRecord::Failed {
+                options,
+                compile_only: true,
+            },
+            (Err(_), BuildRecord::Built { options }) => BuildRecord::Failed {
+                options,
+                compile_only: false,
+            },
+            (Err(_), record) => record,
+        };
         *program.build.lock().unwrap_or_else(|e| e.into_inner()) = record;
-        Ok(())
+        result.map_err(Status)
     }
 
     pub(super) fn build_program(&mut self, m: &BuildProgram) -> Result<Vec<u8>, Status> {

@@ -72,6 +72,9 @@ impl OpenClSession {
             InfoTarget::Program => {
                 cl3::program::get_program_data(self.programs.get(h)?.program.0, p)
             }
+            InfoTarget::ProgramBuild if p == PROGRAM_BUILD_OPTIONS => {
+                return Ok(self.programs.get(h)?.guest_build_options());
+            }
             InfoTarget::ProgramBuild => cl3::program::get_program_build_data(
                 self.programs.get(h)?.program.0,
                 self.device,

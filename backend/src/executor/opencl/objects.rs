@@ -111,6 +111,12 @@ pub enum BuildRecord {
     Compiled {
         options: Vec<u8>,
     },
+    /// The last build or compile failed (so a restore repeats it, and the
+    /// guest sees the same build status).
+    Failed {
+        options: Vec<u8>,
+        compile_only: bool,
+    },
 }
 
 #[derive(Debug)]
@@ -127,7 +133,9 @@ impl ProgramEntry {
     pub fn guest_build_options(&self) -> Vec<u8> {
         let mut out = match &*self.build.lock().unwrap_or_else(|e| e.into_inner()) {
             BuildRecord::None => Vec::new(),
-            BuildRecord::Built { options } | BuildRecord::Compiled { options } => options.clone(),
+            BuildRecord::Built { options }
+            | BuildRecord::Compiled { options }
+            | BuildRecord::Failed { options, .. } => options.clone(),
         };
         out.push(0);
         out

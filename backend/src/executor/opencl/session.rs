@@ -24,6 +24,8 @@ pub struct OpenClSession {
     /// User events, shared with `aborter` (which may run on another thread).
     user_events: Arc<Mutex<Vec<Arc<EventEntry>>>>,
     pub(super) limits: QueueLimits,
+    /// Queues of the backend's own (initial uploads, snapshots), per context.
+    pub(super) internal_queues: Vec<Arc<QueueEntry>>,
 }
 
 /// The queue-depth bound and what it cost.
@@ -51,6 +53,7 @@ impl OpenClSession {
             kernels: HandleTable::new(Status::INVALID_KERNEL),
             events: HandleTable::new(Status::INVALID_EVENT),
             user_events: Arc::new(Mutex::new(Vec::new())),
+            internal_queues: Vec::new(),
             limits: QueueLimits {
                 queue_depth,
                 ..Default::default()
@@ -146,6 +149,7 @@ impl ExecSession for OpenClSession {
             Request::Release(m) => done(self.retain_or_release(m.kind, m.handle, false)),
             Request::SetKernelArg(m) => done(self.set_kernel_arg(m)),
             Request::SetUserEventStatus(m) => done(self.set_user_event_status(m)),
+            Request::InitBuffer(m) => done(self.init_buffer(m, io)),
             Request::WaitForEvents(m) => done(self.wait_for_events(m)),
             Request::EnqueueWriteBuffer(m) => done(self.write_buffer(m, io)),
             Request::EnqueueReadBuffer(m) => done(self.read_buffer(m, io)),
