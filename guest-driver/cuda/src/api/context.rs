@@ -1,0 +1,238 @@
+//! Contexts. The context stack is the calling thread's own (kept here);
+//! every call that runs in a context names it to the backend, which keeps
+//! one host context per guest context.
+
+use std::ffi::{c_int, c_uint, c_void};
+
+use vgpu_protocol::messages::{
+    CuCtxCreate, CuCtxDestroy, CuCtxSynchronize, CuPrimaryCtxRelease, CuPrimaryCtxReset,
+    CuPrimaryCtxRetain,
+};
+use vgpu_protocol::Request;
+
+use crate::ffi::{entry, get, handle, put, put_opt, result, to_ptr, CUdevice, CuResult, Handle};
+use crate::runtime::{
+    current_context, forget_context, lock, pop_context, push_context, require_context, rt,
+    set_current, ContextInfo,
+};
+
+fn create(pctx: *mut Handle, flags: c_uint, device: CUdevice) -> CuResult<()> {
+    let rt = rt()?;
+    rt.device(device)?;
+    let ctx = rt.new_handle();
+    rt.defer(Request::CuCtxCreate(CuCtxCreate {
+        ctx,
+        device: device as u32,
+        flags,
+    }))?;
+    lock(&rt.contexts).insert(ctx, ContextInfo { flags });
+    push_context(ctx);
+    put(pctx, to_ptr(ctx))
+}
+
+fn known(ctx: u64) -> CuResult<ContextInfo> {
+    let rt = rt()?;
+    if let Some(info) = lock(&rt.contexts).get(&ctx) {
+        return Ok(*info);
+    }
+    Err(result::ERROR_INVALID_CONTEXT)
+}
+
+entry! {
+    fn cuCtxCreate_v2(pctx: *mut Handle, flags: c_uint, device: CUdevice) {
+        create(pctx, flags, device)
+    }
+}
+
+entry! {
+    /// CUDA 11.4's form: execution-affinity parameters (none supported).
+    fn cuCtxCreate_v3(pctx: *mut Handle, params: *mut c_void, count: c_int, flags: c_uint, device: CUdevice) {
+        if count != 0 || !params.is_null() {
+            return Err(result::ERROR_NOT_SUPPORTED);
+        }
+        create(pctx, flags, device)
+    }
+}
+
+/// `CUctxCreateParams`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct CtxCreateParams {
+    pub exec_affinity: *mut c_void,
+    pub num_exec_affinity: c_int,
+    pub cig: *mut c_void,
+}
+
+entry! {
+    /// CUDA 12.5's form (what `cuCtxCreate` means in CUDA 13 headers).
+    fn cuCtxCreate_v4(pctx: *mut Handle, params: *const CtxCreateParams, flags: c_uint, device: CUdevice) {
+        if !params.is_null() {
+            let p = get(params)?;
+            if p.num_exec_affinity != 0 || !p.cig.is_null() {
+                return Err(result::ERROR_NOT_SUPPORTED);
+            }
+        }
+        create(pctx, flags, device)
+    }
+}
+
+entry! {
+    fn cuCtxDestroy_v2(ctx: Handle) | cuCtxDestroy {
+        let ctx = handle(ctx);
+        let rt = rt()?;
+        if lock(&rt.contexts).remove(&ctx).is_none() {
+            return Err(result::ERROR_INVALID_CONTEXT);
+        }
+        forget_context(ctx);
+        rt.defer(Request::CuCtxDestroy(CuCtxDestroy { ctx }))
+    }
+}
+
+entry! {
+    fn cuCtxPushCurrent_v2(ctx: Handle) | cuCtxPushCurrent {
+        let ctx = handle(ctx);
+        known(ctx)?;
+        push_context(ctx);
+        Ok(())
+    }
+}
+
+entry! {
+    fn cuCtxPopCurrent_v2(pctx: *mut Handle) | cuCtxPopCurrent {
+        let ctx = pop_context().ok_or(result::ERROR_INVALID_CONTEXT)?;
+        put_opt(pctx, to_ptr(ctx));
+        Ok(())
+    }
+}
+
+entry! {
+    fn cuCtxSetCurrent(ctx: Handle) {
+        let ctx = handle(ctx);
+        if ctx != 0 {
+            known(ctx)?;
+        }
+        set_current(ctx);
+        Ok(())
+    }
+}
+
+entry! {
+    fn cuCtxGetCurrent(pctx: *mut Handle) {
+        rt()?;
+        put(pctx, to_ptr(current_context()))
+    }
+}
+
+entry! {
+    fn cuCtxGetDevice(device: *mut CUdevice) | cuCtxGetDevice_v2 {
+        known(require_context()?)?;
+        put(device, 0)
+    }
+}
+
+entry! {
+    fn cuCtxGetFlags(flags: *mut c_uint) {
+        put(flags, known(require_context()?)?.flags)
+    }
+}
+
+entry! {
+    fn cuCtxGetApiVersion(ctx: Handle, version: *mut c_uint) {
+        let ctx = match handle(ctx) {
+            0 => require_context()?,
+            ctx => ctx,
+        };
+        known(ctx)?;
+        put(version, 3020)
+    }
+}
+
+entry! {
+    fn cuCtxSynchronize() | cuCtxSynchronize_v2 {
+        let ctx = require_context()?;
+        rt()?.call(Request::CuCtxSynchronize(CuCtxSynchronize { ctx })).map(drop)
+    }
+}
+
+entry! {
+    /// A preference only: accepted, without effect.
+    fn cuCtxSetCacheConfig(config: c_int) {
+        let _ = config;
+        require_context().map(drop)
+    }
+}
+
+entry! {
+    fn cuCtxGetCacheConfig(config: *mut c_int) {
+        require_context()?;
+        put(config, 0)
+    }
+}
+
+entry! {
+    fn cuDevicePrimaryCtxRetain(pctx: *mut Handle, device: CUdevice) {
+        let rt = rt()?;
+        rt.device(device)?;
+        let mut primary = lock(&rt.primary);
+        if primary.refs == 0 {
+            let ctx = rt.new_handle();
+            rt.defer(Request::CuPrimaryCtxRetain(CuPrimaryCtxRetain { ctx, device: device as u32 }))?;
+            lock(&rt.contexts).insert(ctx, ContextInfo { flags: primary.flags });
+            primary.handle = ctx;
+        }
+        primary.refs += 1;
+        put(pctx, to_ptr(primary.handle))
+    }
+}
+
+entry! {
+    fn cuDevicePrimaryCtxRelease_v2(device: CUdevice) | cuDevicePrimaryCtxRelease {
+        let rt = rt()?;
+        rt.device(device)?;
+        let mut primary = lock(&rt.primary);
+        if primary.refs == 0 {
+            return Err(result::ERROR_INVALID_CONTEXT);
+        }
+        primary.refs -= 1;
+        if primary.refs == 0 {
+            lock(&rt.contexts).remove(&primary.handle);
+            forget_context(primary.handle);
+            rt.defer(Request::CuPrimaryCtxRelease(CuPrimaryCtxRelease { device: device as u32 }))?;
+        }
+        Ok(())
+    }
+}
+
+entry! {
+    fn cuDevicePrimaryCtxReset_v2(device: CUdevice) | cuDevicePrimaryCtxReset {
+        let rt = rt()?;
+        rt.device(device)?;
+        let mut primary = lock(&rt.primary);
+        if primary.refs > 0 {
+            lock(&rt.contexts).remove(&primary.handle);
+            forget_context(primary.handle);
+            primary.refs = 0;
+        }
+        rt.defer(Request::CuPrimaryCtxReset(CuPrimaryCtxReset { device: device as u32 }))
+    }
+}
+
+entry! {
+    fn cuDevicePrimaryCtxGetState(device: CUdevice, flags: *mut c_uint, active: *mut c_int) {
+        let rt = rt()?;
+        rt.device(device)?;
+        let primary = lock(&rt.primary);
+        put(flags, primary.flags)?;
+        put(active, c_int::from(primary.refs > 0))
+    }
+}
+
+entry! {
+    /// Flags are recorded; the backend's host context keeps its defaults.
+    fn cuDevicePrimaryCtxSetFlags_v2(device: CUdevice, flags: c_uint) | cuDevicePrimaryCtxSetFlags {
+        let rt = rt()?;
+        rt.device(device)?;
+        lock(&rt.primary).flags = flags;
+        Ok(())
+    }
+}

@@ -1,0 +1,135 @@
+//! Initialization, driver version and device queries, answered from what
+//! the backend reported once (`CuDeviceInfo`).
+
+use std::ffi::{c_char, c_int};
+
+use vgpu_protocol::cuda::ATTRIBUTE_UNSUPPORTED;
+
+use crate::ffi::{entry, put, put_c_string, result, CUdevice, CuResult};
+use crate::runtime::{init, rt, session};
+
+fn attribute(device: CUdevice, attribute: c_int) -> CuResult<c_int> {
+    let info = rt()?.device(device)?;
+    let index = usize::try_from(attribute).map_err(|_| result::ERROR_INVALID_VALUE)?;
+    match info.attributes.get(index) {
+        Some(&ATTRIBUTE_UNSUPPORTED) | None => Err(result::ERROR_INVALID_VALUE),
+        Some(&value) => Ok(value as i64 as c_int),
+    }
+}
+
+entry! {
+    /// `cuInit`: opens the session with the vgpu device.
+    fn cuInit(flags: u32) {
+        if flags != 0 {
+            return Err(result::ERROR_INVALID_VALUE);
+        }
+        init()
+    }
+}
+
+entry! {
+    fn cuDriverGetVersion(version: *mut c_int) {
+        let reported = session()?.init.driver_version;
+        put(version, c_int::try_from(reported).unwrap_or(c_int::MAX))
+    }
+}
+
+entry! {
+    fn cuDeviceGetCount(count: *mut c_int) {
+        put(count, c_int::try_from(rt()?.init.device_count).unwrap_or(0))
+    }
+}
+
+entry! {
+    fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) {
+        let count = rt()?.init.device_count;
+        if ordinal < 0 || ordinal as u32 >= count {
+            return Err(result::ERROR_INVALID_DEVICE);
+        }
+        put(device, ordinal)
+    }
+}
+
+entry! {
+    fn cuDeviceGetName(name: *mut c_char, len: c_int, device: CUdevice) {
+        put_c_string(name, len, &rt()?.device(device)?.name)
+    }
+}
+
+entry! {
+    fn cuDeviceGetUuid_v2(uuid: *mut [u8; 16], device: CUdevice) | cuDeviceGetUuid {
+        let info = rt()?.device(device)?;
+        let mut bytes = [0u8; 16];
+        let n = info.uuid.len().min(16);
+        bytes[..n].copy_from_slice(&info.uuid[..n]);
+        put(uuid, bytes)
+    }
+}
+
+entry! {
+    fn cuDeviceTotalMem_v2(bytes: *mut usize, device: CUdevice) {
+        put(bytes, rt()?.device(device)?.total_mem as usize)
+    }
+}
+
+entry! {
+    fn cuDeviceGetAttribute(value: *mut c_int, attrib: c_int, device: CUdevice) {
+        put(value, attribute(device, attrib)?)
+    }
+}
+
+entry! {
+    fn cuDeviceComputeCapability(major: *mut c_int, minor: *mut c_int, device: CUdevice) {
+        put(major, attribute(device, 75)?)?;
+        put(minor, attribute(device, 76)?)
+    }
+}
+
+entry! {
+    fn cuDeviceGetPCIBusId(bus_id: *mut c_char, len: c_int, device: CUdevice) {
+        let id = format!(
+            "{:04x}:{:02x}:{:02x}.0",
+            attribute(device, 50)?,
+            attribute(device, 33)?,
+            attribute(device, 34)?
+        );
+        put_c_string(bus_id, len, id.as_bytes())
+    }
+}
+
+/// `CUdevprop` (deprecated, still used by old samples).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CuDevProp {
+    pub max_threads_per_block: c_int,
+    pub max_threads_dim: [c_int; 3],
+    pub max_grid_size: [c_int; 3],
+    pub shared_mem_per_block: c_int,
+    pub total_constant_memory: c_int,
+    pub simd_width: c_int,
+    pub mem_pitch: c_int,
+    pub regs_per_block: c_int,
+    pub clock_rate: c_int,
+    pub texture_align: c_int,
+}
+
+entry! {
+    fn cuDeviceGetProperties(prop: *mut CuDevProp, device: CUdevice) {
+        let a = |n| attribute(device, n);
+        put(
+            prop,
+            CuDevProp {
+                max_threads_per_block: a(1)?,
+                max_threads_dim: [a(2)?, a(3)?, a(4)?],
+                max_grid_size: [a(5)?, a(6)?, a(7)?],
+                shared_mem_per_block: a(8)?,
+                total_constant_memory: a(9)?,
+                simd_width: a(10)?,
+                mem_pitch: a(11)?,
+                regs_per_block: a(12)?,
+                clock_rate: a(13)?,
+                texture_align: a(14)?,
+            },
+        )
+    }
+}

@@ -1,0 +1,222 @@
+//! Kernel launches and occupancy queries. Both launch forms (a pointer per
+//! parameter, or the `extra` buffer) become one packed buffer laid out as
+//! the function's parameter layout says; the launch itself is batched.
+
+use std::ffi::{c_int, c_uint, c_void};
+
+use vgpu_protocol::cuda::{CuIntReply, MAX_PARAM_BUFFER};
+use vgpu_protocol::messages::{
+    CuLaunchKernel, CuOccupancyMaxActiveBlocks, CuOccupancyMaxPotentialBlockSize,
+};
+use vgpu_protocol::Request;
+
+use crate::ffi::{bytes, entry, get, handle, put, result, CuResult, Handle};
+use crate::runtime::{decode, require_context, rt, stream_handle, FunctionInfo};
+
+const PARAM_END: usize = 0;
+const PARAM_BUFFER_POINTER: usize = 1;
+const PARAM_BUFFER_SIZE: usize = 2;
+
+/// Packs `kernelParams` (one pointer per parameter) into a buffer.
+pub(crate) fn pack_params(info: &FunctionInfo, params: *mut *mut c_void) -> CuResult<Vec<u8>> {
+    let mut buffer = vec![0u8; info.param_len];
+    for (i, &(offset, size)) in info.params.iter().enumerate() {
+        // SAFETY: the application passes one pointer per kernel parameter.
+        let value = get(unsafe { params.add(i) }.cast_const())?;
+        let src = bytes(value, size as usize)?;
+        let at = offset as usize;
+        buffer[at..at + size as usize].copy_from_slice(src);
+    }
+    Ok(buffer)
+}
+
+/// Packs the `extra` form: `CU_LAUNCH_PARAM_BUFFER_POINTER`, `_SIZE`, `_END`.
+pub(crate) fn pack_extra(info: &FunctionInfo, extra: *mut *mut c_void) -> CuResult<Vec<u8>> {
+    let (mut pointer, mut size) = (std::ptr::null::<c_void>(), None);
+    for i in (0..64).step_by(2) {
+        // SAFETY: the application passes an END-terminated key/value list.
+        let key = get(unsafe { extra.add(i) }.cast_const())? as usize;
+        if key == PARAM_END {
+            break;
+        }
+        // SAFETY: as above: every key but END has a value.
+        let value = get(unsafe { extra.add(i + 1) }.cast_const())?;
+        match key {
+            PARAM_BUFFER_POINTER => pointer = value,
+            PARAM_BUFFER_SIZE => size = Some(get(value.cast::<usize>())?),
+            _ => return Err(result::ERROR_INVALID_VALUE),
+        }
+    }
+    let size = size.ok_or(result::ERROR_INVALID_VALUE)?;
+    let mut buffer = vec![0u8; info.param_len];
+    let n = size.min(info.param_len);
+    buffer[..n].copy_from_slice(bytes(pointer, n)?);
+    Ok(buffer)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn launch(
+    f: Handle,
+    grid: [c_uint; 3],
+    block: [c_uint; 3],
+    shared_mem: c_uint,
+    stream: Handle,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> CuResult<()> {
+    let rt = rt()?;
+    let ctx = require_context()?;
+    let function = handle(f);
+    let info = rt.function(function)?;
+    let params = if !params.is_null() {
+        pack_params(&info, params)?
+    } else if !extra.is_null() {
+        pack_extra(&info, extra)?
+    } else if info.param_len == 0 {
+        Vec::new()
+    } else {
+        return Err(result::ERROR_INVALID_VALUE);
+    };
+    if params.len() > MAX_PARAM_BUFFER {
+        return Err(result::ERROR_INVALID_VALUE);
+    }
+    rt.defer(Request::CuLaunchKernel(CuLaunchKernel {
+        function,
+        ctx,
+        stream: stream_handle(handle(stream)),
+        grid,
+        block,
+        shared_mem,
+        params,
+    }))
+}
+
+entry! {
+    fn cuLaunchKernel(
+        f: Handle,
+        gx: c_uint, gy: c_uint, gz: c_uint,
+        bx: c_uint, by: c_uint, bz: c_uint,
+        shared_mem: c_uint,
+        stream: Handle,
+        params: *mut *mut c_void,
+        extra: *mut *mut c_void,
+    ) | cuLaunchKernel_ptsz {
+        launch(f, [gx, gy, gz], [bx, by, bz], shared_mem, stream, params, extra)
+    }
+}
+
+fn blocks_per_sm(
+    blocks: *mut c_int,
+    f: Handle,
+    block_size: c_int,
+    smem: usize,
+    flags: c_uint,
+) -> CuResult<()> {
+    let reply: CuIntReply = decode(&rt()?.call(Request::CuOccupancyMaxActiveBlocks(
+        CuOccupancyMaxActiveBlocks {
+            function: handle(f),
+            block_size: u32::try_from(block_size).map_err(|_| result::ERROR_INVALID_VALUE)?,
+            dynamic_smem: smem as u64,
+            flags,
+        },
+    ))?)?;
+    put(blocks, reply.value)
+}
+
+entry! {
+    fn cuOccupancyMaxActiveBlocksPerMultiprocessor(blocks: *mut c_int, f: Handle, block_size: c_int, smem: usize) {
+        blocks_per_sm(blocks, f, block_size, smem, 0)
+    }
+}
+
+entry! {
+    fn cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks: *mut c_int, f: Handle, block_size: c_int, smem: usize, flags: c_uint) {
+        blocks_per_sm(blocks, f, block_size, smem, flags)
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn potential_block_size(
+    min_grid: *mut c_int,
+    block: *mut c_int,
+    f: Handle,
+    smem_of_block: *const c_void,
+    smem: usize,
+    limit: c_int,
+    flags: c_uint,
+) -> CuResult<()> {
+    if !smem_of_block.is_null() {
+        // A host callback cannot run on the backend.
+        return Err(result::ERROR_NOT_SUPPORTED);
+    }
+    let reply: CuIntReply = decode(&rt()?.call(Request::CuOccupancyMaxPotentialBlockSize(
+        CuOccupancyMaxPotentialBlockSize {
+            function: handle(f),
+            dynamic_smem: smem as u64,
+            block_size_limit: u32::try_from(limit).map_err(|_| result::ERROR_INVALID_VALUE)?,
+            flags,
+        },
+    ))?)?;
+    put(min_grid, reply.value)?;
+    put(block, reply.second)
+}
+
+entry! {
+    fn cuOccupancyMaxPotentialBlockSize(min_grid: *mut c_int, block: *mut c_int, f: Handle, smem_of_block: *const c_void, smem: usize, limit: c_int) {
+        potential_block_size(min_grid, block, f, smem_of_block, smem, limit, 0)
+    }
+}
+
+entry! {
+    fn cuOccupancyMaxPotentialBlockSizeWithFlags(min_grid: *mut c_int, block: *mut c_int, f: Handle, smem_of_block: *const c_void, smem: usize, limit: c_int, flags: c_uint) {
+        potential_block_size(min_grid, block, f, smem_of_block, smem, limit, flags)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout() -> FunctionInfo {
+        FunctionInfo {
+            params: vec![(0, 8), (8, 4), (16, 8)],
+            param_len: 24,
+        }
+    }
+
+    #[test]
+    fn kernel_params_are_packed_at_their_offsets() {
+        let (mut a, mut b, mut c) = (0x1122u64, 7u32, 0x3344u64);
+        let mut ptrs: [*mut c_void; 3] = [
+            (&mut a as *mut u64).cast(),
+            (&mut b as *mut u32).cast(),
+            (&mut c as *mut u64).cast(),
+        ];
+        let buffer = pack_params(&layout(), ptrs.as_mut_ptr()).unwrap();
+        assert_eq!(&buffer[..8], &0x1122u64.to_le_bytes());
+        assert_eq!(&buffer[8..12], &7u32.to_le_bytes());
+        assert_eq!(&buffer[16..], &0x3344u64.to_le_bytes());
+    }
+
+    #[test]
+    fn extra_buffer_is_copied_and_null_params_refused() {
+        let mut packed = [9u8; 24];
+        let mut size = 24usize;
+        let mut extra: [*mut c_void; 5] = [
+            PARAM_BUFFER_POINTER as *mut c_void,
+            packed.as_mut_ptr().cast(),
+            PARAM_BUFFER_SIZE as *mut c_void,
+            (&mut size as *mut usize).cast(),
+            std::ptr::null_mut(),
+        ];
+        assert_eq!(
+            pack_extra(&layout(), extra.as_mut_ptr()).unwrap(),
+            vec![9u8; 24]
+        );
+        let mut nulls: [*mut c_void; 3] = [std::ptr::null_mut(); 3];
+        assert_eq!(
+            pack_params(&layout(), nulls.as_mut_ptr()),
+            Err(result::ERROR_INVALID_VALUE)
+        );
+    }
+}

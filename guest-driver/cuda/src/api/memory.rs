@@ -1,0 +1,305 @@
+//! Device memory, copies and fills. Copies to the device are batched (their
+//! bytes travel with the batch, or at once when large); copies to the host
+//! wait for the data. Page-locked host memory is ordinary page-aligned
+//! memory here: the transport moves every byte anyway.
+
+use std::ffi::{c_uint, c_void};
+
+use vgpu_protocol::cuda::{CuMemInfoReply, CuRangeReply};
+use vgpu_protocol::messages::{
+    CuMemAlloc, CuMemFree, CuMemGetInfo, CuMemcpyDtoD, CuMemcpyDtoH, CuMemcpyHtoD, CuMemset,
+};
+use vgpu_protocol::Request;
+
+use crate::ffi::{
+    bytes, bytes_mut, entry, handle, put, put_opt, result, CUdeviceptr, CuResult, Handle,
+};
+use crate::runtime::{cuda_status, decode, lock, require_context, rt, stream_handle};
+
+const PAGE: usize = 4096;
+
+pub(crate) fn copy_to_device(dst: u64, src: *const c_void, n: usize, stream: u64) -> CuResult<()> {
+    let rt = rt()?;
+    let ctx = require_context()?;
+    let data = bytes(src, n)?;
+    if n == 0 {
+        return Ok(());
+    }
+    rt.client
+        .defer_with_out(data, |data, start| {
+            Request::CuMemcpyHtoD(CuMemcpyHtoD {
+                ctx,
+                stream,
+                dst: dst + start,
+                data,
+            })
+        })
+        .map_err(cuda_status)
+}
+
+pub(crate) fn copy_to_host(dst: *mut c_void, src: u64, n: usize, stream: u64) -> CuResult<()> {
+    let rt = rt()?;
+    let ctx = require_context()?;
+    let buf = bytes_mut(dst, n)?;
+    if n == 0 {
+        return Ok(());
+    }
+    rt.client
+        .call_with_in(buf, |data, start| {
+            Request::CuMemcpyDtoH(CuMemcpyDtoH {
+                ctx,
+                stream,
+                src: src + start,
+                data,
+            })
+        })
+        .map_err(cuda_status)?;
+    rt.deferred()
+}
+
+pub(crate) fn copy_on_device(dst: u64, src: u64, n: usize, stream: u64) -> CuResult<()> {
+    let ctx = require_context()?;
+    rt()?.defer(Request::CuMemcpyDtoD(CuMemcpyDtoD {
+        ctx,
+        stream,
+        dst,
+        src,
+        size: n as u64,
+    }))
+}
+
+fn memset(dst: u64, value: u32, elem_size: u32, count: usize, stream: u64) -> CuResult<()> {
+    let ctx = require_context()?;
+    rt()?.defer(Request::CuMemset(CuMemset {
+        ctx,
+        stream,
+        dst,
+        value,
+        elem_size,
+        count: count as u64,
+    }))
+}
+
+/// `cuMemcpy` on unified addresses: device ranges are the library's own.
+fn copy_any(dst: u64, src: u64, n: usize, stream: u64) -> CuResult<()> {
+    let rt = rt()?;
+    match (rt.is_device(dst, n as u64), rt.is_device(src, n as u64)) {
+        (true, true) => copy_on_device(dst, src, n, stream),
+        (true, false) => copy_to_device(dst, src as usize as *const c_void, n, stream),
+        (false, true) => copy_to_host(dst as usize as *mut c_void, src, n, stream),
+        (false, false) => {
+            let from = bytes(src as usize as *const c_void, n)?.to_vec();
+            bytes_mut(dst as usize as *mut c_void, n)?.copy_from_slice(&from);
+            Ok(())
+        }
+    }
+}
+
+entry! {
+    fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize) {
+        let rt = rt()?;
+        let ctx = require_context()?;
+        if size == 0 {
+            return Err(result::ERROR_INVALID_VALUE);
+        }
+        let reply: CuRangeReply =
+            decode(&rt.call(Request::CuMemAlloc(CuMemAlloc { ctx, size: size as u64 }))?)?;
+        lock(&rt.ranges).insert(reply.ptr, reply.size);
+        put(dptr, reply.ptr)
+    }
+}
+
+entry! {
+    fn cuMemFree_v2(dptr: CUdeviceptr) {
+        let rt = rt()?;
+        if lock(&rt.ranges).remove(&dptr).is_none() {
+            return Err(result::ERROR_INVALID_VALUE);
+        }
+        rt.defer(Request::CuMemFree(CuMemFree { ptr: dptr }))
+    }
+}
+
+entry! {
+    fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) {
+        let ctx = require_context()?;
+        let reply: CuMemInfoReply =
+            decode(&rt()?.call(Request::CuMemGetInfo(CuMemGetInfo { ctx }))?)?;
+        put(free, reply.free as usize)?;
+        put(total, reply.total as usize)
+    }
+}
+
+entry! {
+    fn cuMemGetAddressRange_v2(base: *mut CUdeviceptr, size: *mut usize, dptr: CUdeviceptr) {
+        let rt = rt()?;
+        let ranges = lock(&rt.ranges);
+        match ranges.range(..=dptr).next_back() {
+            Some((&start, &len)) if dptr < start + len.max(1) => {
+                put_opt(base, start);
+                put_opt(size, len as usize);
+                Ok(())
+            }
+            _ => Err(result::ERROR_NOT_FOUND),
+        }
+    }
+}
+
+entry! {
+    fn cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, n: usize) | cuMemcpyHtoD_v2_ptds {
+        copy_to_device(dst, src, n, 0)
+    }
+}
+
+entry! {
+    fn cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, n: usize, stream: Handle) | cuMemcpyHtoDAsync_v2_ptsz {
+        copy_to_device(dst, src, n, stream_handle(handle(stream)))
+    }
+}
+
+entry! {
+    fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: usize) | cuMemcpyDtoH_v2_ptds {
+        copy_to_host(dst, src, n, 0)
+    }
+}
+
+entry! {
+    fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, n: usize, stream: Handle) | cuMemcpyDtoHAsync_v2_ptsz {
+        copy_to_host(dst, src, n, stream_handle(handle(stream)))
+    }
+}
+
+entry! {
+    fn cuMemcpyDtoD_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize) | cuMemcpyDtoD_v2_ptds {
+        copy_on_device(dst, src, n, 0)
+    }
+}
+
+entry! {
+    fn cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: Handle) | cuMemcpyDtoDAsync_v2_ptsz {
+        copy_on_device(dst, src, n, stream_handle(handle(stream)))
+    }
+}
+
+entry! {
+    fn cuMemcpy(dst: CUdeviceptr, src: CUdeviceptr, n: usize) | cuMemcpy_ptds {
+        copy_any(dst, src, n, 0)
+    }
+}
+
+entry! {
+    fn cuMemcpyAsync(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: Handle) | cuMemcpyAsync_ptsz {
+        copy_any(dst, src, n, stream_handle(handle(stream)))
+    }
+}
+
+entry! {
+    fn cuMemsetD8_v2(dst: CUdeviceptr, value: u8, n: usize) | cuMemsetD8_v2_ptds {
+        memset(dst, value.into(), 1, n, 0)
+    }
+}
+
+entry! {
+    fn cuMemsetD16_v2(dst: CUdeviceptr, value: u16, n: usize) | cuMemsetD16_v2_ptds {
+        memset(dst, value.into(), 2, n, 0)
+    }
+}
+
+entry! {
+    fn cuMemsetD32_v2(dst: CUdeviceptr, value: u32, n: usize) | cuMemsetD32_v2_ptds {
+        memset(dst, value, 4, n, 0)
+    }
+}
+
+entry! {
+    fn cuMemsetD8Async(dst: CUdeviceptr, value: u8, n: usize, stream: Handle) | cuMemsetD8Async_ptsz {
+        memset(dst, value.into(), 1, n, stream_handle(handle(stream)))
+    }
+}
+
+entry! {
+    fn cuMemsetD16Async(dst: CUdeviceptr, value: u16, n: usize, stream: Handle) | cuMemsetD16Async_ptsz {
+        memset(dst, value.into(), 2, n, stream_handle(handle(stream)))
+    }
+}
+
+entry! {
+    fn cuMemsetD32Async(dst: CUdeviceptr, value: u32, n: usize, stream: Handle) | cuMemsetD32Async_ptsz {
+        memset(dst, value, 4, n, stream_handle(handle(stream)))
+    }
+}
+
+fn host_alloc(pp: *mut *mut c_void, size: usize) -> CuResult<()> {
+    let rt = rt()?;
+    require_context()?;
+    if size == 0 {
+        return Err(result::ERROR_INVALID_VALUE);
+    }
+    let layout = size
+        .checked_next_multiple_of(PAGE)
+        .ok_or(result::ERROR_OUT_OF_MEMORY)?;
+    let mut ptr: *mut c_void = std::ptr::null_mut();
+    // SAFETY: `ptr` is valid for writes; the alignment is a power of two
+    // and a multiple of the pointer size.
+    if unsafe { libc::posix_memalign(&mut ptr, PAGE, layout) } != 0 {
+        return Err(result::ERROR_OUT_OF_MEMORY);
+    }
+    lock(&rt.host_allocations).insert(ptr as usize, layout);
+    put(pp, ptr)
+}
+
+entry! {
+    fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) {
+        host_alloc(pp, size)
+    }
+}
+
+entry! {
+    /// Mapped (device-visible) host memory is not offered
+    /// (`CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY` is 0).
+    fn cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags: c_uint) {
+        const DEVICEMAP: c_uint = 0x02;
+        if flags & DEVICEMAP != 0 {
+            return Err(result::ERROR_NOT_SUPPORTED);
+        }
+        host_alloc(pp, size)
+    }
+}
+
+entry! {
+    fn cuMemFreeHost(p: *mut c_void) {
+        let rt = rt()?;
+        if lock(&rt.host_allocations).remove(&(p as usize)).is_none() {
+            return Err(result::ERROR_INVALID_VALUE);
+        }
+        // SAFETY: `p` came from `posix_memalign` in `host_alloc` and is
+        // freed once (it was just removed from the table).
+        unsafe { libc::free(p) };
+        Ok(())
+    }
+}
+
+entry! {
+    /// Accepted without effect (no device mapping), so programs that pin
+    /// their buffers run unchanged.
+    fn cuMemHostRegister_v2(p: *mut c_void, size: usize, flags: c_uint) | cuMemHostRegister {
+        const DEVICEMAP: c_uint = 0x02;
+        rt()?;
+        if p.is_null() || size == 0 {
+            return Err(result::ERROR_INVALID_VALUE);
+        }
+        if flags & DEVICEMAP != 0 {
+            return Err(result::ERROR_NOT_SUPPORTED);
+        }
+        Ok(())
+    }
+}
+
+entry! {
+    fn cuMemHostUnregister(p: *mut c_void) {
+        rt()?;
+        if p.is_null() {
+            return Err(result::ERROR_INVALID_VALUE);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,15 @@
+//! The exported driver API, one file per area. Each entry point is a
+//! `#[no_mangle] extern "C"` function made by `ffi::entry!`; versioned
+//! names that share an ABI (`_v2`, the per-thread-stream `_ptds`/`_ptsz`
+//! variants) are aliases of one body.
+
+pub mod context;
+pub mod device;
+pub mod error;
+pub mod event;
+pub mod launch;
+pub mod memory;
+pub mod module;
+pub mod procaddr;
+pub mod stream;
+pub mod unsupported;

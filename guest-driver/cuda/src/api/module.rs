@@ -1,0 +1,171 @@
+//! Modules and functions. The whole image goes to the backend, which keeps
+//! it (PTX and fat binaries can be rebuilt on another GPU after a restore);
+//! a function's parameter layout comes back with its handle, so launches
+//! can pack parameters without asking.
+
+use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::sync::Arc;
+
+use vgpu_protocol::cuda::{unpack_param, CuFunctionReply, CuIntReply, CuRangeReply};
+use vgpu_protocol::messages::{
+    CuFuncGetAttribute, CuFuncSetAttribute, CuFuncSetCacheConfig, CuModuleGetFunction,
+    CuModuleGetGlobal, CuModuleLoad, CuModuleUnload,
+};
+use vgpu_protocol::Request;
+
+use crate::ffi::{
+    c_str, entry, handle, put, put_opt, result, to_ptr, CUdeviceptr, CuResult, Handle,
+};
+use crate::image::image_bytes;
+use crate::runtime::{decode, lock, require_context, rt, FunctionInfo};
+
+fn load(pmodule: *mut Handle, image: Vec<u8>) -> CuResult<()> {
+    let rt = rt()?;
+    let ctx = require_context()?;
+    let module = rt.new_handle();
+    rt.call(Request::CuModuleLoad(CuModuleLoad { module, ctx, image }))?;
+    put(pmodule, to_ptr(module))
+}
+
+entry! {
+    fn cuModuleLoadData(pmodule: *mut Handle, image: *const c_void) {
+        load(pmodule, image_bytes(image)?)
+    }
+}
+
+entry! {
+    fn cuModuleLoadFatBinary(pmodule: *mut Handle, image: *const c_void) {
+        load(pmodule, image_bytes(image)?)
+    }
+}
+
+/// JIT options whose values are output buffer sizes.
+const INFO_LOG_BUFFER: c_int = 3;
+const INFO_LOG_BUFFER_SIZE: c_int = 4;
+const ERROR_LOG_BUFFER: c_int = 5;
+const ERROR_LOG_BUFFER_SIZE: c_int = 6;
+
+entry! {
+    /// JIT options are accepted; the logs they ask for come back empty.
+    fn cuModuleLoadDataEx(pmodule: *mut Handle, image: *const c_void, count: c_uint, options: *const c_int, values: *mut *mut c_void) {
+        let image = image_bytes(image)?;
+        let count = count as usize;
+        for i in 0..count {
+            // SAFETY: the application passes `count` options and values.
+            let (option, value) = unsafe {
+                if options.is_null() || values.is_null() {
+                    return Err(result::ERROR_INVALID_VALUE);
+                }
+                (*options.add(i), values.add(i))
+            };
+            match option {
+                INFO_LOG_BUFFER_SIZE | ERROR_LOG_BUFFER_SIZE => put(value, std::ptr::null_mut())?,
+                INFO_LOG_BUFFER | ERROR_LOG_BUFFER => {
+                    // SAFETY: the value is the application's log buffer.
+                    let buffer = unsafe { *value }.cast::<u8>();
+                    if !buffer.is_null() {
+                        put(buffer, 0)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        load(pmodule, image)
+    }
+}
+
+entry! {
+    fn cuModuleLoad(pmodule: *mut Handle, fname: *const c_char) {
+        let path = std::str::from_utf8(c_str(fname)?).map_err(|_| result::ERROR_INVALID_VALUE)?;
+        let file = std::fs::read(path).map_err(|_| result::ERROR_FILE_NOT_FOUND)?;
+        // The file holds the image itself (PTX, cubin or fat binary).
+        load(pmodule, file)
+    }
+}
+
+entry! {
+    fn cuModuleUnload(module: Handle) {
+        let rt = rt()?;
+        rt.defer(Request::CuModuleUnload(CuModuleUnload { module: handle(module) }))
+    }
+}
+
+entry! {
+    fn cuModuleGetFunction(pfunction: *mut Handle, module: Handle, name: *const c_char) {
+        let rt = rt()?;
+        let function = rt.new_handle();
+        let reply: CuFunctionReply = decode(&rt.call(Request::CuModuleGetFunction(CuModuleGetFunction {
+            function,
+            module: handle(module),
+            name: c_str(name)?.to_vec(),
+        }))?)?;
+        let params: Vec<(u32, u32)> = reply.params.iter().map(|p| unpack_param(*p)).collect();
+        let param_len = params.iter().map(|&(o, s)| o as usize + s as usize).max().unwrap_or(0);
+        rt.functions
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(function, Arc::new(FunctionInfo { params, param_len }));
+        put(pfunction, to_ptr(function))
+    }
+}
+
+entry! {
+    fn cuModuleGetGlobal_v2(dptr: *mut CUdeviceptr, bytes: *mut usize, module: Handle, name: *const c_char) {
+        let rt = rt()?;
+        let reply: CuRangeReply = decode(&rt.call(Request::CuModuleGetGlobal(CuModuleGetGlobal {
+            module: handle(module),
+            name: c_str(name)?.to_vec(),
+        }))?)?;
+        lock(&rt.ranges).insert(reply.ptr, reply.size);
+        put_opt(dptr, reply.ptr);
+        put_opt(bytes, reply.size as usize);
+        Ok(())
+    }
+}
+
+entry! {
+    fn cuFuncGetAttribute(value: *mut c_int, attribute: c_int, function: Handle) {
+        let attribute = u32::try_from(attribute).map_err(|_| result::ERROR_INVALID_VALUE)?;
+        let reply: CuIntReply = decode(&rt()?.call(Request::CuFuncGetAttribute(CuFuncGetAttribute {
+            function: handle(function),
+            attribute,
+        }))?)?;
+        put(value, reply.value)
+    }
+}
+
+entry! {
+    fn cuFuncSetAttribute(function: Handle, attribute: c_int, value: c_int) {
+        let attribute = u32::try_from(attribute).map_err(|_| result::ERROR_INVALID_VALUE)?;
+        rt()?.defer(Request::CuFuncSetAttribute(CuFuncSetAttribute {
+            function: handle(function),
+            attribute,
+            value,
+        }))
+    }
+}
+
+entry! {
+    fn cuFuncSetCacheConfig(function: Handle, config: c_int) {
+        let config = u32::try_from(config).map_err(|_| result::ERROR_INVALID_VALUE)?;
+        rt()?.defer(Request::CuFuncSetCacheConfig(CuFuncSetCacheConfig {
+            function: handle(function),
+            config,
+        }))
+    }
+}
+
+entry! {
+    fn cuFuncGetParamInfo(function: Handle, index: usize, offset: *mut usize, size: *mut usize) {
+        let info = rt()?.function(handle(function))?;
+        let &(o, s) = info.params.get(index).ok_or(result::ERROR_INVALID_VALUE)?;
+        put_opt(offset, o as usize);
+        put_opt(size, s as usize);
+        Ok(())
+    }
+}
+
+/// Parameter layout of a function, for tests and the launch path.
+pub fn function_layout(function: Handle) -> CuResult<Arc<FunctionInfo>> {
+    rt()?.function(handle(function))
+}

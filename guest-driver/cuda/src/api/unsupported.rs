@@ -1,0 +1,74 @@
+//! Driver-API functions this library does not forward. They exist so that
+//! programs which link or look them up still load, and each answers
+//! `CUDA_ERROR_NOT_SUPPORTED` without touching its arguments (an `extern
+//! "C"` function that takes none may be called with any on the supported
+//! ABIs: the caller owns the argument area).
+
+use crate::ffi::{result, CUresult};
+
+macro_rules! unsupported {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[doc = concat!("`", stringify!($name), "`: not supported by vgpu.")]
+            #[no_mangle]
+            pub extern "C" fn $name() -> CUresult {
+                log::debug!(concat!(stringify!($name), ": not supported"));
+                result::ERROR_NOT_SUPPORTED
+            }
+        )*
+
+        /// Every unsupported name, for `cuGetProcAddress`.
+        pub fn lookup(name: &str) -> Option<extern "C" fn() -> CUresult> {
+            match name {
+                $(stringify!($name) => Some($name as extern "C" fn() -> CUresult),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+unsupported! {
+    cuMemAllocManaged, cuMemAllocPitch_v2, cuMemAllocAsync, cuMemAllocAsync_ptsz,
+    cuMemAllocFromPoolAsync, cuMemFreeAsync, cuMemFreeAsync_ptsz,
+    cuMemHostGetDevicePointer_v2, cuMemHostGetFlags,
+    cuMemcpy2D_v2, cuMemcpy2DUnaligned_v2, cuMemcpy2DAsync_v2, cuMemcpy3D_v2,
+    cuMemcpy3DAsync_v2, cuMemcpyPeer, cuMemcpyPeerAsync, cuMemcpyBatchAsync,
+    cuMemsetD2D8_v2, cuMemsetD2D16_v2, cuMemsetD2D32_v2,
+    cuMemPrefetchAsync, cuMemPrefetchAsync_v2, cuMemAdvise, cuMemAdvise_v2,
+    cuMemRangeGetAttribute, cuPointerGetAttribute, cuPointerGetAttributes, cuPointerSetAttribute,
+    cuMemAddressReserve, cuMemAddressFree, cuMemCreate, cuMemRelease, cuMemMap, cuMemUnmap,
+    cuMemSetAccess, cuMemGetAllocationGranularity, cuMemExportToShareableHandle,
+    cuMemPoolCreate, cuMemPoolDestroy, cuDeviceGetDefaultMemPool, cuDeviceGetMemPool,
+    cuLaunchCooperativeKernel, cuLaunchKernelEx, cuLaunchHostFunc, cuStreamAddCallback,
+    cuStreamBeginCapture_v2, cuStreamEndCapture, cuStreamIsCapturing,
+    cuStreamGetCaptureInfo_v2, cuStreamGetCaptureInfo_v3, cuStreamGetPriority,
+    cuStreamGetFlags, cuStreamGetCtx, cuStreamGetCtx_v2, cuStreamGetId, cuStreamGetDevice,
+    cuStreamAttachMemAsync, cuStreamSetAttribute, cuStreamGetAttribute,
+    cuGraphCreate, cuGraphInstantiateWithFlags, cuGraphLaunch, cuGraphDestroy,
+    cuGraphExecDestroy, cuGraphUpload,
+    cuLinkCreate_v2, cuLinkAddData_v2, cuLinkAddFile_v2, cuLinkComplete, cuLinkDestroy,
+    cuLibraryLoadData, cuLibraryLoadFromFile, cuLibraryGetKernel, cuLibraryGetModule,
+    cuLibraryUnload, cuKernelGetFunction, cuKernelGetAttribute, cuKernelSetAttribute,
+    cuModuleGetTexRef, cuModuleGetSurfRef, cuModuleGetLoadingMode,
+    cuModuleGetFunctionCount, cuModuleEnumerateFunctions,
+    cuFuncGetModule, cuFuncGetName, cuFuncLoad, cuFuncIsLoaded,
+    cuTexObjectCreate, cuTexObjectDestroy, cuSurfObjectCreate, cuSurfObjectDestroy,
+    cuArrayCreate_v2, cuArrayDestroy, cuArray3DCreate_v2, cuMipmappedArrayCreate,
+    cuIpcGetMemHandle, cuIpcOpenMemHandle_v2, cuIpcCloseMemHandle, cuIpcGetEventHandle,
+    cuIpcOpenEventHandle,
+    cuCtxEnablePeerAccess, cuCtxDisablePeerAccess, cuDeviceCanAccessPeer,
+    cuDeviceGetP2PAttribute, cuCtxSetLimit, cuCtxGetLimit, cuCtxGetStreamPriorityRange,
+    cuCtxGetSharedMemConfig, cuCtxSetSharedMemConfig, cuCtxResetPersistingL2Cache,
+    cuCtxGetId, cuCtxRecordEvent, cuCtxWaitEvent, cuCtxSetFlags, cuCtxGetExecAffinity,
+    cuDeviceGetExecAffinitySupport, cuDeviceGetLuid, cuDeviceGetTexture1DLinearMaxWidth,
+    cuDeviceGetNvSciSyncAttributes, cuDeviceSetMemPool, cuDeviceGetByPCIBusId,
+    cuFlushGPUDirectRDMAWrites, cuImportExternalMemory, cuDestroyExternalMemory,
+    cuExternalMemoryGetMappedBuffer, cuImportExternalSemaphore,
+    cuSignalExternalSemaphoresAsync, cuWaitExternalSemaphoresAsync, cuDestroyExternalSemaphore,
+    cuOccupancyAvailableDynamicSMemPerBlock, cuOccupancyMaxPotentialClusterSize,
+    cuOccupancyMaxActiveClusters, cuFuncSetSharedMemConfig, cuFuncSetBlockShape,
+    cuGetExportTable, cuProfilerStart, cuProfilerStop, cuProfilerInitialize,
+    cuUserObjectCreate, cuCoredumpGetAttribute, cuCoredumpSetAttribute,
+    cuGreenCtxCreate, cuDevResourceGenerateDesc, cuDeviceGetDevResource,
+    cuLogsRegisterCallback, cuCheckpointProcessLock,
+}

@@ -1,0 +1,17 @@
+//! `libvgpu_cuda.so`: the CUDA driver API for guests. Installed as
+//! `libcuda.so.1` in a VM (or put first on `LD_LIBRARY_PATH` on a host with
+//! `VGPU_SOCKET` set: the loopback transport), it turns every driver-API call
+//! into a vgpu protocol message. Calls whose result the application does not
+//! need at once (launches, copies to the device, creations with handles the
+//! library chooses) are batched; their errors surface at the next
+//! synchronizing call, as CUDA's own asynchronous errors do.
+//!
+//! - `ffi`: C types and the panic-catching entry-point macro;
+//! - `runtime`: the session, the caches and the per-thread context stack;
+//! - `image`: how long a module image is, given only its address;
+//! - `api/`: one file per area of the driver API.
+
+pub mod api;
+pub mod ffi;
+pub mod image;
+pub mod runtime;

@@ -1,0 +1,261 @@
+//! The library's state: one protocol session per process (opened by the
+//! first call that needs it), what the device told about itself, function
+//! parameter layouts, the device ranges handed out, and each thread's
+//! context stack (which never leaves the guest: calls carry the context they
+//! run in).
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+use vgpu_protocol::cuda::{to_cuda_result, CuDeviceInfoReply, CuInitReply};
+use vgpu_protocol::messages::{CuDeviceInfo, CuInit};
+use vgpu_protocol::{Request, Status, Wire};
+use vgpu_transport::Client;
+
+use crate::ffi::{result, CuResult};
+
+/// A kernel's parameters as (offset, size), and the packed buffer's size.
+#[derive(Debug, Clone)]
+pub struct FunctionInfo {
+    pub params: Vec<(u32, u32)>,
+    pub param_len: usize,
+}
+
+/// A context the library created.
+#[derive(Debug, Clone, Copy)]
+pub struct ContextInfo {
+    pub flags: u32,
+}
+
+/// The primary context of device 0: its handle and retain count.
+#[derive(Debug, Default)]
+pub struct Primary {
+    pub handle: u64,
+    pub refs: u32,
+    pub flags: u32,
+}
+
+pub struct Runtime {
+    pub client: Client,
+    pub init: CuInitReply,
+    devices: Mutex<HashMap<u32, Arc<CuDeviceInfoReply>>>,
+    pub functions: RwLock<HashMap<u64, Arc<FunctionInfo>>>,
+    pub contexts: Mutex<HashMap<u64, ContextInfo>>,
+    pub primary: Mutex<Primary>,
+    /// Device ranges (allocations and globals): start → length.
+    pub ranges: Mutex<BTreeMap<u64, u64>>,
+    /// Host allocations made by `cuMemAllocHost`: address → layout size.
+    pub host_allocations: Mutex<HashMap<usize, usize>>,
+}
+
+static RUNTIME: OnceLock<Result<Runtime, i32>> = OnceLock::new();
+static INITIALIZED: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    static CONTEXT_STACK: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+fn connect() -> Result<Runtime, i32> {
+    let client = Client::from_env().map_err(|e| {
+        log::error!("vgpu CUDA: {e}");
+        result::ERROR_NO_DEVICE
+    })?;
+    let payload = client
+        .call(Request::CuInit(CuInit { flags: 0 }))
+        .map_err(to_cuda_result)?;
+    let init = CuInitReply::from_bytes(&payload).map_err(|_| result::ERROR_UNKNOWN)?;
+    Ok(Runtime {
+        client,
+        init,
+        devices: Mutex::new(HashMap::new()),
+        functions: RwLock::new(HashMap::new()),
+        contexts: Mutex::new(HashMap::new()),
+        primary: Mutex::new(Primary::default()),
+        ranges: Mutex::new(BTreeMap::new()),
+        host_allocations: Mutex::new(HashMap::new()),
+    })
+}
+
+/// The session, opened on first use.
+pub fn session() -> CuResult<&'static Runtime> {
+    RUNTIME.get_or_init(connect).as_ref().map_err(|e| *e)
+}
+
+/// `cuInit`: opens the session.
+pub fn init() -> CuResult<()> {
+    session()?;
+    INITIALIZED.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// The session, for calls that need `cuInit` first.
+pub fn rt() -> CuResult<&'static Runtime> {
+    if !INITIALIZED.load(Ordering::Acquire) {
+        return Err(result::ERROR_NOT_INITIALIZED);
+    }
+    session()
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Maps a decode failure of a reply to a CUDA error.
+pub fn decode<T: Wire>(payload: &[u8]) -> CuResult<T> {
+    T::from_bytes(payload).map_err(|_| result::ERROR_UNKNOWN)
+}
+
+impl Runtime {
+    /// A fresh handle; never 1 or 2, which name the legacy and per-thread
+    /// default streams.
+    pub fn new_handle(&self) -> u64 {
+        loop {
+            let handle = self.client.new_handle();
+            if handle > 2 {
+                return handle;
+            }
+        }
+    }
+
+    /// A synchronous call; a failure of an earlier deferred call surfaces
+    /// here when this one succeeds, as asynchronous errors do in CUDA.
+    pub fn call(&self, request: Request) -> CuResult<Vec<u8>> {
+        let payload = self.client.call(request).map_err(to_cuda_result)?;
+        self.deferred()?;
+        Ok(payload)
+    }
+
+    /// A batched call.
+    pub fn defer(&self, request: Request) -> CuResult<()> {
+        self.client.defer(request).map_err(to_cuda_result)
+    }
+
+    /// The first error of a deferred call since the last look.
+    pub fn deferred(&self) -> CuResult<()> {
+        match self.client.take_deferred_error() {
+            Some(status) => Err(to_cuda_result(status)),
+            None => Ok(()),
+        }
+    }
+
+    /// Everything the device said about itself (cached).
+    pub fn device(&self, device: i32) -> CuResult<Arc<CuDeviceInfoReply>> {
+        let index = u32::try_from(device).map_err(|_| result::ERROR_INVALID_DEVICE)?;
+        if index >= self.init.device_count {
+            return Err(result::ERROR_INVALID_DEVICE);
+        }
+        if let Some(info) = lock(&self.devices).get(&index) {
+            return Ok(info.clone());
+        }
+        let payload = self.call(Request::CuDeviceInfo(CuDeviceInfo { device: index }))?;
+        let info = Arc::new(decode::<CuDeviceInfoReply>(&payload)?);
+        lock(&self.devices).insert(index, info.clone());
+        Ok(info)
+    }
+
+    /// Whether `[ptr, ptr+len)` is device memory the library handed out.
+    pub fn is_device(&self, ptr: u64, len: u64) -> bool {
+        let ranges = lock(&self.ranges);
+        match ranges.range(..=ptr).next_back() {
+            Some((&start, &size)) => ptr
+                .checked_add(len)
+                .is_some_and(|end| end <= start.saturating_add(size.max(1))),
+            None => false,
+        }
+    }
+
+    pub fn function(&self, handle: u64) -> CuResult<Arc<FunctionInfo>> {
+        self.functions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&handle)
+            .cloned()
+            .ok_or(result::ERROR_INVALID_HANDLE)
+    }
+}
+
+/// The calling thread's current context (0: none).
+pub fn current_context() -> u64 {
+    CONTEXT_STACK.with(|s| s.borrow().last().copied().unwrap_or(0))
+}
+
+/// The current context, which the call needs.
+pub fn require_context() -> CuResult<u64> {
+    match current_context() {
+        0 => Err(result::ERROR_INVALID_CONTEXT),
+        ctx => Ok(ctx),
+    }
+}
+
+/// `cuCtxSetCurrent`: replaces the top of the stack (0: pops it).
+pub fn set_current(ctx: u64) {
+    CONTEXT_STACK.with(|s| {
+        let mut stack = s.borrow_mut();
+        stack.pop();
+        if ctx != 0 {
+            stack.push(ctx);
+        }
+    });
+}
+
+pub fn push_context(ctx: u64) {
+    CONTEXT_STACK.with(|s| s.borrow_mut().push(ctx));
+}
+
+pub fn pop_context() -> Option<u64> {
+    CONTEXT_STACK.with(|s| s.borrow_mut().pop())
+}
+
+/// Takes a destroyed context off this thread's stack.
+pub fn forget_context(ctx: u64) {
+    CONTEXT_STACK.with(|s| s.borrow_mut().retain(|c| *c != ctx));
+}
+
+/// Stream handles the application may pass for the NULL stream.
+pub fn stream_handle(stream: u64) -> u64 {
+    match stream {
+        // CU_STREAM_LEGACY and CU_STREAM_PER_THREAD: the context's NULL stream.
+        1 | 2 => 0,
+        other => other,
+    }
+}
+
+/// A transport status as a CUDA result.
+pub fn cuda_status(status: Status) -> i32 {
+    to_cuda_result(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_stack_push_set_pop() {
+        assert_eq!(current_context(), 0);
+        assert_eq!(require_context(), Err(result::ERROR_INVALID_CONTEXT));
+        push_context(5);
+        push_context(6);
+        set_current(7);
+        assert_eq!(current_context(), 7);
+        assert_eq!(pop_context(), Some(7));
+        assert_eq!(current_context(), 5);
+        forget_context(5);
+        assert_eq!(current_context(), 0);
+        set_current(0);
+        assert_eq!(pop_context(), None);
+    }
+
+    #[test]
+    fn default_stream_aliases_are_the_null_stream() {
+        assert_eq!(stream_handle(1), 0);
+        assert_eq!(stream_handle(2), 0);
+        assert_eq!(stream_handle(9), 9);
+    }
+
+    #[test]
+    fn calls_before_init_say_not_initialized() {
+        assert_eq!(rt().err(), Some(result::ERROR_NOT_INITIALIZED));
+    }
+}
