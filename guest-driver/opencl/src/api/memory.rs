@@ -3,7 +3,7 @@
 use std::ffi::c_void;
 
 use opencl_sys::*;
-use vgpu_protocol::messages::{CreateBuffer, CreateSubBuffer, EnqueueWriteBuffer};
+use vgpu_protocol::messages::{CreateBuffer, CreateSubBuffer, InitBuffer};
 use vgpu_protocol::{DataRef, Request};
 
 use crate::api::entry::{object_entry, status_entry};
@@ -28,11 +28,6 @@ status_entry! {
     fn clSetMemObjectDestructorCallback(memobj: cl_mem, pfn_notify: Option<ObjectFn>, user_data: *mut c_void) => set_mem_object_destructor_callback;
     fn clGetSupportedImageFormats(context: cl_context, flags: cl_mem_flags, image_type: cl_mem_object_type, num_entries: cl_uint, image_formats: *mut cl_image_format, num_image_formats: *mut cl_uint) => get_supported_image_formats;
 }
-
-/// Initial data up to this size travels inside the batch (copied);
-/// larger data is sent at once, in chunks after the first through the
-/// context's internal queue.
-const STAGED_INIT: usize = 64 << 10;
 
 fn create_buffer(
     context: cl_context,
@@ -77,24 +72,18 @@ fn create_buffer(
         init,
     };
     if with_host_ptr {
+        // Up to 64 KiB travels in the batch; more is sent at once, the
+        // part beyond the first chunk by InitBuffer.
         let data = bytes(host_ptr, size)?;
-        let queue = if size > STAGED_INIT {
-            context.internal_queue()?
-        } else {
-            0
-        };
         client
             .defer_with_out(data, |chunk, start| -> Request {
                 if start == 0 {
                     create(chunk).into()
                 } else {
-                    EnqueueWriteBuffer {
-                        queue,
+                    InitBuffer {
                         mem,
                         offset: start,
                         data: chunk,
-                        wait: Vec::new(),
-                        event: 0,
                     }
                     .into()
                 }

@@ -5,12 +5,15 @@
 //! released or wrong-kind pointer gets the kind's `CL_INVALID_*` code instead
 //! of a crash. Lookups return an `Arc`, so an object stays valid for the
 //! duration of a call even when another thread releases it meanwhile.
+//! Objects hold `Arc`s of the objects they depend on (a queue its context,
+//! a kernel its program), which keeps those valid after the application
+//! released them, as the spec requires.
 
 use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use opencl_sys::cl_icd::cl_icd_dispatch;
 use opencl_sys::cl_int;
@@ -58,7 +61,11 @@ impl<T: Kind> Cl<T> {
             handle,
             inner,
         });
-        T::registry().lock().insert(object.addr(), object.clone());
+        let entry = Entry {
+            object: Arc::downgrade(&object),
+            held: Some(object.clone()),
+        };
+        T::registry().lock().insert(object.addr(), entry);
         object
     }
 
@@ -70,39 +77,43 @@ impl<T: Kind> Cl<T> {
         T::registry()
             .lock()
             .get(&(ptr as usize))
-            .cloned()
+            .and_then(|entry| entry.object.upgrade())
             .ok_or(T::INVALID)
     }
 
     /// Whether `ptr` names a live object of this kind.
     pub fn is_live(ptr: *mut c_void) -> bool {
-        !ptr.is_null() && T::registry().lock().contains_key(&(ptr as usize))
+        Self::get(ptr).is_ok()
     }
 
     /// `clRetain*`.
     pub fn retain(ptr: *mut c_void) -> ClResult<()> {
-        let live = T::registry().lock();
-        let object = live.get(&(ptr as usize)).ok_or(T::INVALID)?;
+        let mut live = T::registry().lock();
+        let entry = live.get_mut(&(ptr as usize)).ok_or(T::INVALID)?;
+        let object = entry.object.upgrade().ok_or(T::INVALID)?;
         object.refs.fetch_add(1, Ordering::Relaxed);
+        entry.held.get_or_insert(object);
         Ok(())
     }
 
-    /// `clRelease*`: when the count reaches zero the object leaves the
-    /// registry; the backend's `Release` goes out when the last internal
-    /// reference is dropped too (see `Drop`).
+    /// `clRelease*`. At zero the application's hold ends; the object stays
+    /// valid while other objects need it (a kernel its program, a queue its
+    /// context, as the spec says), and is deleted, leaving the registry and
+    /// releasing its backend handle, with the last of those (see `Drop`).
     pub fn release(ptr: *mut c_void) -> ClResult<()> {
-        let removed = {
+        let released = {
             let mut live = T::registry().lock();
-            let object = live.get(&(ptr as usize)).ok_or(T::INVALID)?;
+            let entry = live.get_mut(&(ptr as usize)).ok_or(T::INVALID)?;
+            let object = entry.held.as_ref().ok_or(T::INVALID)?;
             if object.refs.fetch_sub(1, Ordering::AcqRel) == 1 {
-                live.remove(&(ptr as usize))
+                entry.held.take()
             } else {
                 None
             }
         };
         // Dropped here, outside the registry lock: destructors may run
         // application callbacks that call back into the library.
-        drop(removed);
+        drop(released);
         Ok(())
     }
 
@@ -136,6 +147,10 @@ impl<T: Kind> Deref for Cl<T> {
 impl<T: Kind> Drop for Cl<T> {
     fn drop(&mut self) {
         let ptr = self as *mut Cl<T> as *mut c_void;
+        // The address is still this object's until the memory is freed, so
+        // the entry there is this object's.
+        let entry = T::registry().lock().remove(&(ptr as usize));
+        drop(entry);
         self.inner.destroyed(ptr);
         if let (Some(kind), Some(client)) = (T::REMOTE, platform::client_opt()) {
             let release = vgpu_protocol::messages::Release {
@@ -149,9 +164,15 @@ impl<T: Kind> Drop for Cl<T> {
     }
 }
 
-/// Live objects of one kind, by address.
+/// Objects of one kind that are not deleted yet, by address.
 pub struct Registry<T: Kind> {
-    live: Mutex<BTreeMap<usize, Arc<Cl<T>>>>,
+    live: Mutex<BTreeMap<usize, Entry<T>>>,
+}
+
+struct Entry<T: Kind> {
+    object: Weak<Cl<T>>,
+    /// The application's hold, while its reference count is above zero.
+    held: Option<Arc<Cl<T>>>,
 }
 
 impl<T: Kind> Registry<T> {
@@ -161,7 +182,7 @@ impl<T: Kind> Registry<T> {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<usize, Arc<Cl<T>>>> {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<usize, Entry<T>>> {
         // Registry updates are single map operations; a panic elsewhere
         // cannot leave the map half-updated.
         self.live.lock().unwrap_or_else(|e| e.into_inner())

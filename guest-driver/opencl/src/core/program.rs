@@ -1,6 +1,7 @@
 //! Programs: what they were created from, whether they are executable, and
 //! their kernel names (asked once per build).
 
+use std::collections::HashMap;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -9,6 +10,7 @@ use vgpu_protocol::{InfoTarget, ObjectKind};
 
 use crate::core::context::Context;
 use crate::core::info;
+use crate::core::kernel::Facts;
 use crate::core::object::{kind, Cl, ClResult};
 
 /// What a program was created from.
@@ -26,6 +28,8 @@ pub struct Program {
     /// Live kernels created from it (`clBuildProgram` refuses to rebuild
     /// while there are any).
     pub kernels: AtomicUsize,
+    /// Per kernel function of the current build.
+    facts: Mutex<HashMap<String, Arc<Facts>>>,
 }
 
 #[derive(Default)]
@@ -49,6 +53,7 @@ impl Program {
                 options: None,
             }),
             kernels: AtomicUsize::new(0),
+            facts: Mutex::new(HashMap::new()),
         }
     }
 
@@ -63,6 +68,14 @@ impl Program {
         state.executable = executable;
         state.kernel_names = None;
         state.options = Some(options);
+        drop(state);
+        self.facts.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    /// What is known about kernel function `name` of the current build.
+    pub fn kernel_facts(&self, name: &str) -> Arc<Facts> {
+        let mut facts = self.facts.lock().unwrap_or_else(|e| e.into_inner());
+        facts.entry(name.to_string()).or_default().clone()
     }
 
     /// `CL_PROGRAM_BUILD_OPTIONS` as the application gave them (the backend
