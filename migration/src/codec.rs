@@ -204,7 +204,10 @@ impl<'a> Decoder<'a> {
     }
 }
 
-/// A value with an encoding.
+/// A value with an encoding. Every encoding takes at least one byte, and no
+/// type is more than a small constant (about 8) times larger in memory than
+/// its shortest encoding, so what a decode allocates is bounded by a
+/// constant times its input.
 pub trait Codec: Sized {
     fn encode(&self, e: &mut Encoder);
     fn decode(d: &mut Decoder<'_>) -> Result<Self>;

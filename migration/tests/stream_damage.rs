@@ -114,6 +114,28 @@ fn every_single_byte_corruption_is_refused() {
 }
 
 #[test]
+fn every_value_of_every_byte_of_a_tiny_stream_is_refused() {
+    let bytes = write_stream(&buffers_state(&[40]), 16);
+    let chunks = split(&bytes);
+    let mut damaged = bytes.clone();
+    for at in 0..bytes.len() {
+        let chunk_start = chunks
+            .iter()
+            .rev()
+            .find(|c| c.at <= at)
+            .map_or(HEADER_LEN as usize, |c| c.at);
+        for value in 0..=255u8 {
+            if value == bytes[at] {
+                continue;
+            }
+            damaged[at] = value;
+            read_until_error(&damaged, chunk_start);
+        }
+        damaged[at] = bytes[at];
+    }
+}
+
+#[test]
 fn a_damaged_payload_is_reported_as_a_checksum_mismatch() {
     let bytes = small_stream();
     let chunks = split(&bytes);
