@@ -1,0 +1,372 @@
+//! End to end through the loopback transport: the real backend on its real
+//! socket, unmodified programs (clinfo, the C suite of `integration/cl-tests`)
+//! linked against the stock ICD loader, with `OCL_ICD_VENDORS` naming only
+//! this library.
+//!
+//! Needs `make`, a C compiler, `clinfo` and a native OpenCL platform (PoCL);
+//! each test says "skipping" and passes when one is missing.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `target/debug` (or release): the test binary lives in its `deps/`.
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .to_path_buf()
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Builds what every test needs once: the backend, the C suite, and an ICD
+/// directory holding only `vgpu.icd`. `None` (with the reason printed) when
+/// the machine lacks a tool.
+fn prepared() -> Option<&'static Prepared> {
+    static PREPARED: OnceLock<Option<Prepared>> = OnceLock::new();
+    PREPARED.get_or_init(prepare).as_ref()
+}
+
+struct Prepared {
+    dir: PathBuf,
+    suite: PathBuf,
+    icd_dir: PathBuf,
+    backend: PathBuf,
+}
+
+fn prepare() -> Option<Prepared> {
+    for tool in ["make", "cc", "clinfo"] {
+        if !have(tool) {
+            eprintln!("skipping: {tool} is not installed");
+            return None;
+        }
+    }
+    let target = target_dir();
+    let library = target.join("libvgpu_opencl.so");
+    if !library.exists() {
+        eprintln!("skipping: {} was not built", library.display());
+        return None;
+    }
+    let profile = if target.ends_with("release") {
+        vec!["--release"]
+    } else {
+        vec![]
+    };
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let built = Command::new(cargo)
+        .args(["build", "-p", "vgpu-backend", "--bin", "vgpu-backend"])
+        .args(&profile)
+        .current_dir(workspace())
+        .status()
+        .expect("run cargo");
+    assert!(built.success(), "cargo build -p vgpu-backend failed");
+    let dir = std::env::temp_dir().join(format!("vgpu-icd-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let suite = dir.join("clt");
+    let made = Command::new("make")
+        .args(["-s", "-C"])
+        .arg(workspace().join("integration/cl-tests"))
+        .arg(format!("OUT={}", suite.display()))
+        .status()
+        .expect("run make");
+    assert!(made.success(), "building the C suite failed");
+    let icd_dir = dir.join("icd");
+    std::fs::create_dir_all(&icd_dir).expect("icd dir");
+    let library = library.canonicalize().expect("library path");
+    std::fs::write(icd_dir.join("vgpu.icd"), format!("{}\n", library.display())).expect("vgpu.icd");
+    Some(Prepared {
+        dir,
+        suite,
+        icd_dir,
+        backend: target.join("vgpu-backend"),
+    })
+}
+
+/// A backend serving one test, stopped when dropped.
+struct Backend {
+    child: Child,
+    socket: PathBuf,
+    control: PathBuf,
+}
+
+impl Backend {
+    fn start(p: &Prepared, name: &str) -> Backend {
+        let socket = p.dir.join(format!("{name}.sock"));
+        let control = p.dir.join(format!("{name}.ctl"));
+        let _ = std::fs::remove_file(&socket);
+        let log = std::fs::File::create(p.dir.join(format!("{name}.log"))).expect("log file");
+        let child = Command::new(&p.backend)
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--control")
+            .arg(&control)
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("start vgpu-backend");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !(socket.exists() && control.exists()) {
+            assert!(
+                Instant::now() < deadline,
+                "backend did not create its sockets"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Backend {
+            child,
+            socket,
+            control,
+        }
+    }
+
+    /// A command through the vgpu ICD.
+    fn command(&self, p: &Prepared, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new(program);
+        c.env("OCL_ICD_VENDORS", &p.icd_dir)
+            .env("VGPU_SOCKET", &self.socket);
+        c
+    }
+
+    /// The control socket's `status` answer.
+    fn status(&self) -> String {
+        let mut stream = UnixStream::connect(&self.control).expect("control socket");
+        stream.write_all(b"status\n").expect("status request");
+        let mut line = String::new();
+        BufReader::new(stream)
+            .read_line(&mut line)
+            .expect("status answer");
+        line
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn run(mut c: Command) -> Output {
+    c.output().expect("run command")
+}
+
+fn text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// `clinfo --raw` lines `[X/0] NAME value` as (NAME, value) for device 0.
+fn raw_device_values(raw: &str) -> Vec<(String, String)> {
+    raw.lines()
+        .filter(|l| l.contains("/0]"))
+        .filter_map(|l| {
+            let mut parts = l.split_whitespace().skip(1);
+            let name = parts.next()?.to_string();
+            Some((name, parts.collect::<Vec<_>>().join(" ")))
+        })
+        .collect()
+}
+
+fn value<'a>(values: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    values
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+}
+
+#[test]
+fn clinfo_lists_the_vgpu_platform_with_the_backing_device() {
+    let Some(p) = prepared() else { return };
+    let backend = Backend::start(p, "clinfo");
+    let through = run(backend.command(p, "clinfo"));
+    let out = text(&through);
+    assert!(through.status.success(), "clinfo failed: {out}");
+    assert!(
+        out.contains("Number of platforms                               1"),
+        "{out}"
+    );
+    assert!(out
+        .lines()
+        .any(|l| l.trim() == "Platform Name                                   vgpu"));
+    assert!(out.contains("Platform Extensions function suffix             vgpu"));
+    let mut raw = backend.command(p, "clinfo");
+    raw.arg("--raw");
+    let vgpu = raw_device_values(&text(&run(raw)));
+    let native = raw_device_values(&text(&run({
+        let mut c = Command::new("clinfo");
+        c.arg("--raw");
+        c
+    })));
+    let name = value(&vgpu, "CL_DEVICE_NAME").expect("device name");
+    assert!(name.starts_with("vgpu: "), "{name}");
+    let native_name = value(&native, "CL_DEVICE_NAME").expect("native device name");
+    assert!(
+        name.contains(native_name),
+        "{name} does not show {native_name}"
+    );
+    for param in [
+        "CL_DEVICE_MAX_COMPUTE_UNITS",
+        "CL_DEVICE_MAX_WORK_GROUP_SIZE",
+        "CL_DEVICE_MAX_WORK_ITEM_SIZES",
+        "CL_DEVICE_ADDRESS_BITS",
+        "CL_DEVICE_VERSION",
+        "CL_DEVICE_MEM_BASE_ADDR_ALIGN",
+    ] {
+        assert_eq!(value(&vgpu, param), value(&native, param), "{param}");
+    }
+}
+
+#[test]
+fn suite_checksums_match_a_native_run() {
+    let Some(p) = prepared() else { return };
+    let backend = Backend::start(p, "suite");
+    let script = workspace().join("integration/cl-tests/run-suite.sh");
+    let native_log = p.dir.join("native.log");
+    let vgpu_log = p.dir.join("vgpu.log");
+    let mut native = Command::new(&script);
+    native.arg(&p.suite).env("CLTEST_QUICK", "1");
+    let native = run(native);
+    std::fs::write(&native_log, &native.stdout).expect("native log");
+    assert!(
+        native.status.success(),
+        "native suite failed:\n{}",
+        text(&native)
+    );
+    let mut through = backend.command(p, &script);
+    through
+        .arg(&p.suite)
+        .env("CLTEST_QUICK", "1")
+        .env("CLTEST_RELEASED_HANDLES", "1");
+    let through = run(through);
+    std::fs::write(&vgpu_log, &through.stdout).expect("vgpu log");
+    assert!(
+        through.status.success(),
+        "suite through vgpu failed:\n{}",
+        text(&through)
+    );
+    let mut compare = Command::new(&script);
+    compare.arg("--compare").arg(&native_log).arg(&vgpu_log);
+    let compared = run(compare);
+    assert!(
+        compared.status.success(),
+        "checksums differ:\n{}",
+        text(&compared)
+    );
+}
+
+#[test]
+fn two_programs_share_one_backend() {
+    let Some(p) = prepared() else { return };
+    let backend = Backend::start(p, "two");
+    let spawn = |program: &str| {
+        backend
+            .command(p, p.suite.join(program))
+            .env("CLTEST_QUICK", "1")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start program")
+    };
+    let (a, b) = (spawn("matmul"), spawn("nbody"));
+    let (a, b) = (
+        a.wait_with_output().expect("matmul"),
+        b.wait_with_output().expect("nbody"),
+    );
+    let native = |program: &str| {
+        let mut c = Command::new(p.suite.join(program));
+        c.env("CLTEST_QUICK", "1");
+        text(&run(c))
+    };
+    let result = |out: &str| {
+        out.lines()
+            .find(|l| l.starts_with("RESULT "))
+            .map(String::from)
+    };
+    assert_eq!(result(&text(&a)), result(&native("matmul")));
+    assert_eq!(result(&text(&b)), result(&native("nbody")));
+    assert!(result(&text(&a)).is_some_and(|r| r.ends_with(" PASS")));
+}
+
+/// Total live objects and sessions from a `status` answer.
+fn totals(status: &str) -> (u64, u64) {
+    let number_after = |key: &str, from: &str| -> u64 {
+        from.find(key)
+            .map(|i| &from[i + key.len()..])
+            .map(|rest| rest.trim_start_matches([':', ' ']))
+            .and_then(|rest| {
+                rest.split(|c: char| !c.is_ascii_digit())
+                    .next()
+                    .map(String::from)
+            })
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    let tail = &status[status.rfind("\"objects\"").unwrap_or(0)..];
+    let objects: u64 = [
+        "contexts", "queues", "buffers", "programs", "kernels", "events",
+    ]
+    .iter()
+    .map(|k| number_after(&format!("\"{k}\""), tail))
+    .sum();
+    let sessions = number_after(
+        "\"sessions\"",
+        &status[status.rfind("\"sessions\"").unwrap_or(0)..],
+    );
+    (sessions, objects)
+}
+
+#[test]
+fn a_program_killed_mid_run_leaves_nothing_behind() {
+    let Some(p) = prepared() else { return };
+    let backend = Backend::start(p, "kill");
+    let mut child = backend
+        .command(p, p.suite.join("checkpoint_loop"))
+        .args(["-i", "100000", "-p", "1"])
+        .env("CLTEST_QUICK", "1")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start checkpoint_loop");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    while !line.starts_with("PROGRESS") {
+        line.clear();
+        assert!(
+            stdout.read_line(&mut line).expect("read output") > 0,
+            "ended before PROGRESS"
+        );
+    }
+    let (sessions, objects) = totals(&backend.status());
+    assert!(
+        sessions >= 1 && objects >= 8,
+        "while running: {}",
+        backend.status()
+    );
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    let mut rest = String::new();
+    let _ = stdout.read_to_string(&mut rest);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let status = backend.status();
+        if totals(&status) == (0, 0) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "left behind after SIGKILL: {status}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
