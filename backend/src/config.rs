@@ -39,7 +39,8 @@ pub struct Args {
     #[arg(long, value_name = "LEVEL", default_value = "info")]
     pub log_level: String,
 
-    /// Unix socket for `vgpu-ctl` (status and, later, checkpoint/restore).
+    /// Unix socket for `vgpu-ctl`: status, checkpoint, restore, re-home,
+    /// pause and resume.
     #[arg(long, value_name = "PATH")]
     pub control: Option<PathBuf>,
 
@@ -48,6 +49,12 @@ pub struct Args {
     /// for at most N commands, at some cost in throughput.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub queue_depth: usize,
+
+    /// Start from a checkpoint written by `vgpu-ctl checkpoint`: the first
+    /// front-end that connects gets the checkpoint's vGPU (a loopback
+    /// program reconnecting after a backend restart resumes its session).
+    #[arg(long, value_name = "FILE")]
+    pub restore: Option<PathBuf>,
 
     /// Print the vhost-user back-end capabilities as JSON and exit (for
     /// libvirt's vhost-user.json).
@@ -78,6 +85,7 @@ pub struct Config {
     pub log_level: log::LevelFilter,
     pub control: Option<PathBuf>,
     pub queue_depth: usize,
+    pub restore: Option<PathBuf>,
 }
 
 /// One device to serve.
@@ -148,6 +156,7 @@ impl TryFrom<Args> for Config {
             log_level: parse_log_level(&args.log_level)?,
             control: args.control,
             queue_depth: args.queue_depth,
+            restore: args.restore,
         })
     }
 }

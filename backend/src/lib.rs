@@ -9,4 +9,6 @@ pub mod executor;
 pub mod handles;
 pub mod ratelimit;
 pub mod server;
+pub mod session;
+pub mod snapshot;
 pub mod vgpu;

@@ -38,13 +38,7 @@ fn main() -> ExitCode {
     match server::run(config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let mut message = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(cause) = source {
-                message.push_str(&format!(": {cause}"));
-                source = cause.source();
-            }
-            eprintln!("vgpu-backend: {message}");
+            eprintln!("vgpu-backend: {}", server::error_chain(&e));
             ExitCode::FAILURE
         }
     }

@@ -29,21 +29,79 @@ pub enum ServerError {
     Signals(#[source] std::io::Error),
     #[error("vhost-user daemon failed: {0}")]
     Daemon(String),
+    #[error("cannot restore {0}: {1}")]
+    Restore(PathBuf, String),
     #[error("no device could be opened")]
     NoDevice,
     #[error("cannot create the device")]
     Device2(#[source] std::io::Error),
 }
 
-/// The front-ends currently connected.
+/// The front-ends currently connected, and the devices new ones get.
 #[derive(Default)]
 pub struct Registry {
     next_id: std::sync::atomic::AtomicU64,
     vms: Mutex<Vec<(u64, Weak<Vgpu>)>>,
     shutdowns: Mutex<Vec<vhost_user_backend::ShutdownHandle>>,
+    executors: std::sync::RwLock<Vec<Arc<dyn Executor>>>,
+    queue_depth: usize,
+    /// A checkpoint the next front-end starts from (`--restore`).
+    pending_restore: Mutex<Option<PathBuf>>,
 }
 
 impl Registry {
+    pub fn executors(&self) -> Vec<Arc<dyn Executor>> {
+        self.executors
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// One live vGPU: the one named, or the only one.
+    pub fn vm(&self, id: Option<u64>) -> Result<(u64, Arc<Vgpu>), String> {
+        let vms = self.vms.lock().unwrap_or_else(|e| e.into_inner());
+        let live: Vec<(u64, Arc<Vgpu>)> = vms
+            .iter()
+            .filter_map(|(i, w)| w.upgrade().map(|v| (*i, v)))
+            .collect();
+        match id {
+            Some(id) => live
+                .into_iter()
+                .find(|(i, _)| *i == id)
+                .ok_or(format!("no front-end {id} is connected")),
+            None if live.len() == 1 => Ok(live.into_iter().next().expect("one")),
+            None if live.is_empty() => Err("no front-end is connected".into()),
+            None => Err(format!(
+                "{} front-ends are connected: name one with --vm ID",
+                live.len()
+            )),
+        }
+    }
+
+    /// Moves every live vGPU, and those to come, to another OpenCL device.
+    pub fn rehome(
+        &self,
+        selector: &crate::executor::opencl::DeviceSelector,
+    ) -> Result<Vec<crate::snapshot::Report>, String> {
+        let mut opencl = OpenClExecutor::open(selector).map_err(|e| e.to_string())?;
+        opencl.queue_depth = self.queue_depth;
+        let to: Arc<dyn Executor> = Arc::new(opencl);
+        let vms: Vec<Arc<Vgpu>> = {
+            let vms = self.vms.lock().unwrap_or_else(|e| e.into_inner());
+            vms.iter().filter_map(|(_, w)| w.upgrade()).collect()
+        };
+        let mut reports = Vec::new();
+        for vgpu in vms {
+            let report = crate::snapshot::rehome(&vgpu, to.clone()).map_err(|e| error_chain(&e))?;
+            reports.push(report);
+        }
+        let mut executors = self.executors.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = executors.iter_mut().find(|e| e.serves(0x1001)) {
+            *slot = to;
+        }
+        log::info!("re-homed {} vGPU(s) to {}", reports.len(), selector);
+        Ok(reports)
+    }
     fn add(&self, vgpu: &Arc<Vgpu>) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let mut vms = self.vms.lock().unwrap_or_else(|e| e.into_inner());
@@ -105,10 +163,31 @@ fn spawn_signal_thread(socket: PathBuf, registry: Arc<Registry>) -> std::io::Res
     Ok(())
 }
 
+/// An error with its causes, one line.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        message.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    message
+}
+
 pub fn run(config: Config) -> Result<(), ServerError> {
-    let registry = Arc::new(Registry::default());
-    spawn_signal_thread(config.socket.clone(), registry.clone()).map_err(ServerError::Signals)?;
     let executors = open_executors(&config)?;
+    let registry = Arc::new(Registry {
+        executors: std::sync::RwLock::new(executors.clone()),
+        queue_depth: config.queue_depth,
+        pending_restore: Mutex::new(config.restore.clone()),
+        ..Default::default()
+    });
+    if let Some(path) = &config.restore {
+        if !path.is_file() {
+            return Err(ServerError::Restore(path.clone(), "no such file".into()));
+        }
+    }
+    spawn_signal_thread(config.socket.clone(), registry.clone()).map_err(ServerError::Signals)?;
     let described: Vec<String> = executors.iter().map(|e| e.describe()).collect();
     let described = described.join("; ");
     log::info!("serving {described}");
@@ -119,7 +198,7 @@ pub fn run(config: Config) -> Result<(), ServerError> {
     let mut listener = Listener::new(&config.socket, true)
         .map_err(|e| ServerError::Listen(config.socket.clone(), e))?;
     log::info!("listening on {}", config.socket.display());
-    let result = accept_loop(&mut listener, &executors, &registry);
+    let result = accept_loop(&mut listener, &registry);
     remove_socket(&config.socket);
     if let Some(path) = &config.control {
         remove_socket(path);
@@ -174,13 +253,27 @@ fn remove_socket(path: &Path) {
     }
 }
 
-fn accept_loop(
-    listener: &mut Listener,
-    executors: &[Arc<dyn Executor>],
-    registry: &Arc<Registry>,
-) -> Result<(), ServerError> {
+fn accept_loop(listener: &mut Listener, registry: &Arc<Registry>) -> Result<(), ServerError> {
     while !SHUTDOWN.load(Ordering::SeqCst) {
-        let vgpu = Vgpu::new(executors.to_vec());
+        let vgpu = Vgpu::new(registry.executors());
+        let pending = registry
+            .pending_restore
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(path) = pending {
+            // Rebuilt before the front-end can send anything.
+            let file = std::fs::File::open(&path)
+                .map_err(|e| ServerError::Restore(path.clone(), e.to_string()))?;
+            let report = crate::snapshot::restore(&vgpu, std::io::BufReader::new(file))
+                .map_err(|e| ServerError::Restore(path.clone(), error_chain(&e)))?;
+            log::info!(
+                "restored {} session(s), {} bytes of buffers, from {}",
+                report.sessions,
+                report.buffer_bytes,
+                path.display()
+            );
+        }
         let device = VgpuDevice::new(vgpu.clone()).map_err(ServerError::Device2)?;
         let memory = GuestMemoryAtomic::new(GuestRam::new());
         let mut daemon = VhostUserDaemon::new("vgpu-backend".into(), device.clone(), memory)

@@ -1,18 +1,19 @@
 //! One VM's vGPU: its sessions (one per guest process), each served by a
 //! worker thread of its own so a long call of one process never stalls
-//! another, and batches of one session run in order.
+//! another, and batches of one session run in order. The vGPU can be
+//! quiesced (for a snapshot) and paused (no batch runs until resumed).
 
 use std::collections::HashMap;
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use vgpu_protocol::frame::{scan_opcodes, ReplyBuilder, PROTOCOL_VERSION};
-use vgpu_protocol::limits::{MAX_REPLY_LEN, MAX_REQUEST_LEN};
-use vgpu_protocol::messages::{SessionOpened, SessionStatsReply};
-use vgpu_protocol::{decode, opcode, Request, Status, Wire};
+use vgpu_migration::Profile;
+use vgpu_protocol::frame::{scan_opcodes, ReplyBuilder};
+use vgpu_protocol::{opcode, Status};
 
 use crate::chain::ResolvedChain;
-use crate::executor::{ExecSession, Executor};
+use crate::executor::Executor;
+use crate::session::{ExecSessions, SessionState};
 
 /// Most sessions one VM may hold.
 pub const MAX_SESSIONS: usize = 1024;
@@ -25,10 +26,14 @@ struct Job {
     done: Completion,
 }
 
-struct SessionWorker {
+type Aborter = Arc<Mutex<Box<dyn Fn() + Send + Sync>>>;
+
+pub(crate) struct SessionWorker {
     jobs: mpsc::Sender<Job>,
-    abort: Box<dyn Fn() + Send + Sync>,
+    /// Unblocks the session's waits; replaced when the session moves.
+    abort: Aborter,
     counts: Arc<Mutex<Vec<u64>>>,
+    pub(crate) state: Arc<Mutex<SessionState>>,
 }
 
 /// Live objects of a VM, for status and tests.
@@ -37,27 +42,65 @@ pub struct VgpuStats {
     pub sessions: usize,
     /// Per `ObjectKind::index`, summed over sessions.
     pub objects: Vec<u64>,
+    pub paused: bool,
 }
 
 pub struct Vgpu {
-    executors: Vec<Arc<dyn Executor>>,
+    executors: RwLock<Vec<Arc<dyn Executor>>>,
     /// Guest-caused warnings of this VM go through this limiter.
     pub warnings: crate::ratelimit::WarnLimiter,
     sessions: Mutex<HashMap<u64, SessionWorker>>,
+    /// While paused, chains wait here instead of running.
+    held: Mutex<Option<Vec<(ResolvedChain, Completion)>>>,
+    /// The profile the guest saw, when it came with a restored state.
+    profile_seen: Mutex<Option<Profile>>,
 }
 
 impl Vgpu {
     /// A vGPU whose calls go to the first executor that serves their opcode.
     pub fn new(executors: Vec<Arc<dyn Executor>>) -> Arc<Vgpu> {
         Arc::new(Vgpu {
-            executors,
+            executors: RwLock::new(executors),
             warnings: Default::default(),
             sessions: Mutex::new(HashMap::new()),
+            held: Mutex::new(None),
+            profile_seen: Mutex::new(None),
         })
     }
 
-    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<u64, SessionWorker>> {
+    pub(crate) fn sessions(&self) -> MutexGuard<'_, HashMap<u64, SessionWorker>> {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn executors(&self) -> Vec<Arc<dyn Executor>> {
+        self.executors
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn set_executors(&self, executors: Vec<Arc<dyn Executor>>) {
+        *self.executors.write().unwrap_or_else(|e| e.into_inner()) = executors;
+    }
+
+    /// The profile guests of this vGPU saw: the restored one, or the device's.
+    pub fn profile_seen(&self) -> Profile {
+        if let Some(profile) = self
+            .profile_seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            return profile;
+        }
+        self.executors()
+            .first()
+            .map(|e| e.profile())
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn set_profile_seen(&self, profile: Profile) {
+        *self.profile_seen.lock().unwrap_or_else(|e| e.into_inner()) = Some(profile);
     }
 
     pub fn stats(&self) -> VgpuStats {
@@ -69,14 +112,90 @@ impl Vgpu {
                 *total += n;
             }
         }
+        let paused = self
+            .held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some();
         VgpuStats {
             sessions: sessions.len(),
             objects,
+            paused,
+        }
+    }
+
+    /// Stops running batches: chains that arrive wait until `resume`.
+    pub fn pause(&self) {
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert_with(Vec::new);
+    }
+
+    /// Runs the chains that waited during a pause, in arrival order.
+    pub fn resume(self: &Arc<Self>) {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
+        for (chain, done) in held.into_iter().flatten() {
+            self.submit(chain, done);
+        }
+    }
+
+    /// Runs `f` with every session locked: no batch runs and no session is
+    /// created or closed meanwhile; batches in progress finish first.
+    pub fn with_quiesced<R>(&self, f: impl FnOnce(&mut [(u64, &mut SessionState)]) -> R) -> R {
+        let map = self.sessions();
+        let states: Vec<(u64, Arc<Mutex<SessionState>>)> =
+            map.iter().map(|(id, w)| (*id, w.state.clone())).collect();
+        let mut guards: Vec<(u64, MutexGuard<'_, SessionState>)> = states
+            .iter()
+            .map(|(id, s)| (*id, s.lock().unwrap_or_else(|e| e.into_inner())))
+            .collect();
+        let mut sessions: Vec<(u64, &mut SessionState)> =
+            guards.iter_mut().map(|(id, g)| (*id, &mut **g)).collect();
+        let result = f(&mut sessions);
+        drop(sessions);
+        drop(guards);
+        drop(map);
+        result
+    }
+
+    /// Replaces every session with restored ones (a restore from a file).
+    pub(crate) fn replace_sessions(self: &Arc<Self>, restored: Vec<(u64, ExecSessions)>) {
+        let mut map = self.sessions();
+        for worker in map.values() {
+            (worker.abort.lock().unwrap_or_else(|e| e.into_inner()))();
+        }
+        map.clear();
+        for (id, exec) in restored {
+            let worker = self.spawn_worker(
+                id,
+                SessionState {
+                    exec,
+                    opened: true,
+                    closed: false,
+                },
+            );
+            map.insert(id, worker);
+        }
+    }
+
+    /// Points a session's aborter at its (new) executor sessions.
+    pub(crate) fn refresh_aborters(&self) {
+        for worker in self.sessions().values() {
+            let state = worker.state.lock().unwrap_or_else(|e| e.into_inner());
+            *worker.abort.lock().unwrap_or_else(|e| e.into_inner()) = state.exec.aborter();
         }
     }
 
     /// Hands a chain to its session's worker (or answers it right away).
     pub fn submit(self: &Arc<Self>, chain: ResolvedChain, done: Completion) {
+        {
+            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(held) = held.as_mut() {
+                held.push((chain, done));
+                return;
+            }
+        }
         let header = match &chain.header {
             Ok(header) => *header,
             Err(e) => {
@@ -107,13 +226,21 @@ impl Vgpu {
                 drop(sessions);
                 return complete(chain, ReplyBuilder::refused(Status::OUT_OF_RESOURCES), done);
             }
-            let worker = self.spawn_worker(header.session);
+            let exec = ExecSessions::open(&self.executors());
+            let worker = self.spawn_worker(
+                header.session,
+                SessionState {
+                    exec,
+                    opened: false,
+                    closed: false,
+                },
+            );
             sessions.insert(header.session, worker);
         }
         let worker = sessions.get(&header.session).expect("inserted above");
         if closes {
             // Unset user events would block the close behind a wait forever.
-            (worker.abort)();
+            (worker.abort.lock().unwrap_or_else(|e| e.into_inner()))();
         }
         if let Err(mpsc::SendError(job)) = worker.jobs.send(Job { chain, done }) {
             sessions.remove(&header.session);
@@ -126,33 +253,38 @@ impl Vgpu {
         }
     }
 
-    fn spawn_worker(self: &Arc<Self>, session_id: u64) -> SessionWorker {
+    fn spawn_worker(self: &Arc<Self>, session_id: u64, state: SessionState) -> SessionWorker {
         let (tx, rx) = mpsc::channel::<Job>();
-        let session = ExecSessions::open(&self.executors);
-        let abort = session.aborter();
-        let counts = Arc::new(Mutex::new(session.object_counts()));
-        let worker_counts = counts.clone();
+        let abort: Aborter = Arc::new(Mutex::new(state.exec.aborter()));
+        let counts = Arc::new(Mutex::new(state.exec.object_counts()));
+        let state = Arc::new(Mutex::new(state));
+        let (worker_counts, worker_state) = (counts.clone(), state.clone());
         let vgpu = Arc::downgrade(self);
         let spawned = std::thread::Builder::new()
             .name(format!("vgpu-session-{session_id}"))
             .spawn(move || {
-                let mut state = SessionState {
-                    exec: session,
-                    opened: false,
-                    closed: false,
-                };
+                let mut closed = false;
                 while let Ok(mut job) = rx.recv() {
+                    let mut state = worker_state.lock().unwrap_or_else(|e| e.into_inner());
                     let reply = state.run_batch(&mut job.chain);
                     *worker_counts.lock().unwrap_or_else(|e| e.into_inner()) =
                         state.exec.object_counts();
+                    closed = state.closed;
+                    drop(state);
                     complete(job.chain, reply, job.done);
-                    if state.closed {
+                    if closed {
                         break;
                     }
                 }
-                if state.closed {
+                if closed {
                     if let Some(vgpu) = vgpu.upgrade() {
-                        vgpu.sessions().remove(&session_id);
+                        let mut sessions = vgpu.sessions();
+                        if sessions
+                            .get(&session_id)
+                            .is_some_and(|w| Arc::ptr_eq(&w.state, &worker_state))
+                        {
+                            sessions.remove(&session_id);
+                        }
                     }
                 }
                 log::debug!("session {session_id} ended");
@@ -164,6 +296,7 @@ impl Vgpu {
             jobs: tx,
             abort,
             counts,
+            state,
         }
     }
 }
@@ -173,123 +306,13 @@ impl Drop for Vgpu {
         // Front-end gone: every worker ends after its current job, dropping
         // (and so releasing) everything its session holds.
         for worker in self.sessions().values() {
-            (worker.abort)();
-        }
-    }
-}
-
-/// One session's part on each executor.
-struct ExecSessions {
-    executors: Vec<Arc<dyn Executor>>,
-    sessions: Vec<Box<dyn ExecSession>>,
-}
-
-impl ExecSessions {
-    fn open(executors: &[Arc<dyn Executor>]) -> ExecSessions {
-        ExecSessions {
-            executors: executors.to_vec(),
-            sessions: executors.iter().map(|e| e.open_session()).collect(),
-        }
-    }
-
-    fn execute(
-        &mut self,
-        request: &Request,
-        io: &mut crate::chain::GuestIo,
-    ) -> Result<Vec<u8>, Status> {
-        let opcode = request.opcode();
-        match self.executors.iter().position(|e| e.serves(opcode)) {
-            Some(i) => self.sessions[i].execute(request, io),
-            // No device of that API on this host (e.g. CUDA calls on a
-            // host without a GPU).
-            None => Err(Status::DEVICE_NOT_AVAILABLE),
-        }
-    }
-
-    fn object_counts(&self) -> Vec<u64> {
-        let mut total = vec![0u64; vgpu_protocol::ObjectKind::ALL.len()];
-        for session in &self.sessions {
-            for (t, n) in total.iter_mut().zip(session.object_counts()) {
-                *t += n;
-            }
-        }
-        total
-    }
-
-    fn aborter(&self) -> Box<dyn Fn() + Send + Sync> {
-        let aborters: Vec<_> = self.sessions.iter().map(|s| s.aborter()).collect();
-        Box::new(move || aborters.iter().for_each(|abort| abort()))
-    }
-}
-
-struct SessionState {
-    exec: ExecSessions,
-    opened: bool,
-    closed: bool,
-}
-
-impl SessionState {
-    fn run_batch(&mut self, chain: &mut ResolvedChain) -> Vec<u8> {
-        let batch = match decode(&chain.request) {
-            Ok(batch) => batch,
-            Err(e) => {
-                log::debug!("refusing batch: {e}");
-                return ReplyBuilder::refused(e.status());
-            }
-        };
-        let mut reply = ReplyBuilder::new(batch.header.reply_capacity);
-        for message in batch.messages {
-            let result = match message.body {
-                Err(e) => {
-                    log::debug!("message {:#x} does not decode: {e}", message.opcode);
-                    Err(e.status())
-                }
-                Ok(request) => self.run(&request, chain),
-            };
-            match result {
-                Ok(payload) => reply.push(message.opcode, message.seq, Status::SUCCESS, &payload),
-                Err(status) => reply.push(message.opcode, message.seq, status, &[]),
-            }
-        }
-        reply.finish()
-    }
-
-    fn run(&mut self, request: &Request, chain: &mut ResolvedChain) -> Result<Vec<u8>, Status> {
-        if self.closed {
-            return Err(Status::INVALID_OPERATION);
-        }
-        match request {
-            Request::OpenSession(m) => {
-                let version = u32::from(PROTOCOL_VERSION);
-                if self.opened || m.min_version > version || m.max_version < version {
-                    return Err(Status::INVALID_OPERATION);
-                }
-                self.opened = true;
-                let opened = SessionOpened {
-                    version,
-                    max_request_len: MAX_REQUEST_LEN,
-                    max_reply_len: MAX_REPLY_LEN,
-                    flags: 0,
-                };
-                Ok(opened.to_bytes())
-            }
-            _ if !self.opened => Err(Status::INVALID_OPERATION),
-            Request::CloseSession(_) => {
-                self.closed = true;
-                Ok(Vec::new())
-            }
-            Request::Ping(_) => Ok(Vec::new()),
-            Request::SessionStats(_) => Ok(SessionStatsReply {
-                counts: self.exec.object_counts(),
-            }
-            .to_bytes()),
-            _ => self.exec.execute(request, &mut chain.io),
+            (worker.abort.lock().unwrap_or_else(|e| e.into_inner()))();
         }
     }
 }
 
 /// Writes the reply into the chain and reports its used length.
-fn complete(chain: ResolvedChain, reply: Vec<u8>, done: Completion) {
+pub(crate) fn complete(chain: ResolvedChain, reply: Vec<u8>, done: Completion) {
     let written = reply.len().min(chain.reply.len() as usize);
     if let Err(status) = chain.reply.write(0, &reply[..written]) {
         log::warn!("cannot write a reply: {status}");

@@ -5,11 +5,14 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 
 /// Control a running vgpu-backend (started with --control PATH).
+///
+/// Long operations print progress on stderr; every command prints its
+/// result as one JSON line on stdout and exits non-zero on an error.
 #[derive(Debug, Parser)]
-#[command(name = "vgpu-ctl", version, about)]
+#[command(name = "vgpu-ctl", version, about, long_about)]
 struct Args {
     /// The backend's control socket.
     #[arg(long, value_name = "PATH")]
@@ -19,28 +22,116 @@ struct Args {
     command: Command,
 }
 
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Then {
+    /// Let the vGPU run on.
+    Resume,
+    /// Keep it paused (see `resume`): for a checkpoint the guest must not
+    /// outrun, e.g. before stopping the backend.
+    Pause,
+    /// Stop the backend right after (the guest's pending calls wait for a
+    /// backend restarted with --restore FILE).
+    Exit,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Connected front-ends, sessions and live objects, as JSON.
+    /// Connected front-ends, sessions and live objects.
     Status,
+    /// Write the vGPU (objects and buffer contents) to FILE, atomically.
+    Checkpoint {
+        file: PathBuf,
+        /// Front-end id (from `status`); needed when several are connected.
+        #[arg(long)]
+        vm: Option<u64>,
+        #[arg(long, value_enum, default_value = "resume")]
+        then: Then,
+    },
+    /// Replace the vGPU with the one in FILE (all or nothing).
+    Restore {
+        file: PathBuf,
+        #[arg(long)]
+        vm: Option<u64>,
+    },
+    /// Move every vGPU, running, to another OpenCL device of this host.
+    Rehome {
+        /// As for `vgpu-backend --device`: opencl:<platform>:<device> or opencl:<name>.
+        #[arg(long)]
+        device: String,
+    },
+    /// Hold the vGPU's calls until `resume`.
+    Pause {
+        #[arg(long)]
+        vm: Option<u64>,
+    },
+    Resume {
+        #[arg(long)]
+        vm: Option<u64>,
+    },
+}
+
+fn vm_word(vm: Option<u64>) -> String {
+    vm.map_or("-".to_string(), |v| v.to_string())
+}
+
+fn path_word(path: &std::path::Path) -> Result<String, String> {
+    let absolute =
+        std::path::absolute(path).map_err(|e| format!("invalid path {}: {e}", path.display()))?;
+    let text = absolute
+        .to_str()
+        .ok_or(format!("path {} is not UTF-8", path.display()))?;
+    if text.contains(['\t', '\n']) {
+        return Err(format!("path {text:?} contains a tab or newline"));
+    }
+    Ok(text.to_string())
+}
+
+fn command_line(command: &Command) -> Result<String, String> {
+    Ok(match command {
+        Command::Status => "status".into(),
+        Command::Checkpoint { file, vm, then } => {
+            let then = format!("{then:?}").to_lowercase();
+            format!("checkpoint\t{}\t{}\t{then}", path_word(file)?, vm_word(*vm))
+        }
+        Command::Restore { file, vm } => format!("restore\t{}\t{}", path_word(file)?, vm_word(*vm)),
+        Command::Rehome { device } => format!("rehome\t{device}"),
+        Command::Pause { vm } => format!("pause\t{}", vm_word(*vm)),
+        Command::Resume { vm } => format!("resume\t{}", vm_word(*vm)),
+    })
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let line = match args.command {
-        Command::Status => "status",
+    let line = match command_line(&args.command) {
+        Ok(line) => line,
+        Err(e) => {
+            eprintln!("vgpu-ctl: {e}");
+            return ExitCode::from(2);
+        }
     };
     let result = (|| -> std::io::Result<String> {
         let mut stream = UnixStream::connect(&args.control)?;
         writeln!(stream, "{line}")?;
-        let mut answer = String::new();
-        BufReader::new(stream).read_line(&mut answer)?;
-        Ok(answer)
+        for answer in BufReader::new(stream).lines() {
+            let answer = answer?;
+            if answer.starts_with('{') {
+                return Ok(answer);
+            }
+            eprintln!("{answer}");
+        }
+        Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the backend closed the connection",
+        ))
     })();
     match result {
         Ok(answer) => {
-            print!("{answer}");
-            ExitCode::SUCCESS
+            println!("{answer}");
+            if answer.starts_with(r#"{"error""#) {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
         }
         Err(e) => {
             eprintln!("vgpu-ctl: cannot talk to {}: {e}", args.control.display());

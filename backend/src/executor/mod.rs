@@ -5,9 +5,76 @@
 pub mod cuda;
 pub mod opencl;
 
+use std::collections::HashMap;
+use std::time::Duration;
+
+use vgpu_migration::{DeviceIdentity, Profile, SessionState};
 use vgpu_protocol::{Request, Status};
 
 use crate::chain::GuestIo;
+
+/// Why a session could not be saved or rebuilt.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("cannot {what}: {status}")]
+    Device { what: &'static str, status: Status },
+    #[error("cannot rebuild {what} {id}: {status}")]
+    Rebuild {
+        what: String,
+        id: u64,
+        status: Status,
+    },
+    #[error("the state names {what} {id}, which it does not contain")]
+    Dangling { what: &'static str, id: u64 },
+    #[error("a program exists only as a binary for {built_for}; it cannot move to {here} (create it from source or IL to make it portable)")]
+    BinaryOnly { built_for: String, here: String },
+    #[error("{0} cannot be snapshotted yet")]
+    Unsupported(&'static str),
+}
+
+impl SnapshotError {
+    pub fn device(what: &'static str, status: Status) -> Self {
+        SnapshotError::Device { what, status }
+    }
+
+    /// Names the object a rebuild failure belongs to.
+    pub fn for_object(self, what: &str, id: u64) -> Self {
+        match self {
+            SnapshotError::Rebuild { status, .. } => SnapshotError::Rebuild {
+                what: what.to_string(),
+                id,
+                status,
+            },
+            other => other,
+        }
+    }
+}
+
+/// Reads one buffer's contents from the device.
+pub trait BufferSource: Send {
+    fn size(&self) -> u64;
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), Status>;
+}
+
+/// Writes one restored buffer's contents to the device.
+pub trait BufferSink: Send {
+    fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), Status>;
+}
+
+/// A session captured for a snapshot.
+pub struct SavedSession {
+    pub state: SessionState,
+    /// Top-level buffers in state order, with their contents' sources.
+    pub buffers: Vec<(u64, Box<dyn BufferSource>)>,
+    /// Time spent waiting for the device to finish issued work.
+    pub drain: Duration,
+}
+
+/// A session rebuilt from a snapshot, waiting for its buffers' contents.
+pub struct RestoredSession {
+    pub session: Box<dyn ExecSession>,
+    pub sinks: HashMap<u64, Box<dyn BufferSink>>,
+}
 
 /// A host device that serves sessions.
 pub trait Executor: Send + Sync {
@@ -19,6 +86,23 @@ pub trait Executor: Send + Sync {
 
     /// A new, empty session (its own handle namespace).
     fn open_session(&self) -> Box<dyn ExecSession>;
+
+    /// The device as a snapshot names it (empty for executors that do not
+    /// snapshot yet).
+    fn identity(&self) -> DeviceIdentity {
+        DeviceIdentity::default()
+    }
+
+    /// The OpenCL device profile guests of this executor see (empty for
+    /// other APIs).
+    fn profile(&self) -> Profile {
+        Profile::default()
+    }
+
+    /// Rebuilds a saved session on this device.
+    fn restore_session(&self, _state: &SessionState) -> Result<RestoredSession, SnapshotError> {
+        Err(SnapshotError::Unsupported("this executor's sessions"))
+    }
 }
 
 /// One guest process's objects on the device. Dropping it releases them all.
@@ -33,4 +117,15 @@ pub trait ExecSession: Send {
     /// session may be stuck waiting on (unset user events), so a close can go
     /// through.
     fn aborter(&self) -> Box<dyn Fn() + Send + Sync>;
+
+    /// Waits for issued work, then captures the session (quiesced by the
+    /// caller: no call runs meanwhile).
+    fn save(&mut self, _id: u64) -> Result<SavedSession, SnapshotError> {
+        Err(SnapshotError::Unsupported("this executor's sessions"))
+    }
+
+    /// Whether the session holds any object (an empty one need not be saved).
+    fn is_empty(&self) -> bool {
+        self.object_counts().iter().all(|n| *n == 0)
+    }
 }

@@ -23,10 +23,16 @@ pub struct Backend {
 
 impl Backend {
     pub fn start() -> Backend {
+        Backend::start_with(&[], &[])
+    }
+
+    /// Starts the daemon with extra arguments and environment.
+    pub fn start_with(args: &[&str], env: &[(&str, &str)]) -> Backend {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
-            "vgpu-backend-test-{}-{:?}",
+            "vgpu-backend-test-{}-{}",
             std::process::id(),
-            std::thread::current().id()
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("temp dir");
@@ -38,6 +44,8 @@ impl Backend {
             .arg("--control")
             .arg(&control)
             .args(["--log-level", "debug"])
+            .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -74,14 +82,27 @@ impl Backend {
 
     /// `vgpu-ctl status` output.
     pub fn status(&self) -> String {
+        let (ok, out) = self.ctl(&["status"]);
+        assert!(ok, "vgpu-ctl failed: {out}");
+        out
+    }
+
+    /// Runs `vgpu-ctl ARGS` against this daemon: (success, stdout).
+    pub fn ctl(&self, args: &[&str]) -> (bool, String) {
         let out = Command::new(env!("CARGO_BIN_EXE_vgpu-ctl"))
             .arg("--control")
             .arg(&self.control)
-            .arg("status")
+            .args(args)
             .output()
             .expect("run vgpu-ctl");
-        assert!(out.status.success(), "vgpu-ctl failed");
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 }
 
@@ -169,6 +190,53 @@ impl RawFrontend {
         let bytes = builder.finish(session, reply_len);
         let (_, reply) = self.send_bytes(&bytes, reply_len);
         decode_reply(&reply).expect("well-formed reply")
+    }
+
+    /// Runs requests as one batch with an in-data area of `in_len` bytes
+    /// (destinations of reads); returns the reply and the in-data.
+    pub fn batch_with_in(
+        &mut self,
+        session: u64,
+        requests: &[Request],
+        in_len: u32,
+    ) -> (Reply, Vec<u8>) {
+        let mut builder = BatchBuilder::new(0);
+        for (seq, r) in requests.iter().enumerate() {
+            builder.push(seq as u64 + 1, r);
+        }
+        let reply_len = 64 << 10;
+        let bytes = builder.finish(session, reply_len);
+        let (req_at, reply_at, in_at) = (
+            self.scratch(0),
+            self.scratch(1 << 20),
+            self.scratch(2 << 20),
+        );
+        self.dev.write_guest(req_at, &bytes).expect("write request");
+        let chain = [
+            DescSpec {
+                addr: req_at,
+                len: bytes.len() as u32,
+                writable: false,
+            },
+            DescSpec {
+                addr: reply_at,
+                len: reply_len,
+                writable: true,
+            },
+            DescSpec {
+                addr: in_at,
+                len: in_len,
+                writable: true,
+            },
+        ];
+        self.send_chain(&chain);
+        let mut reply = vec![0u8; reply_len as usize];
+        self.dev
+            .read_guest(reply_at, &mut reply)
+            .expect("read reply");
+        let mut data = vec![0u8; in_len as usize];
+        self.dev.read_guest(in_at, &mut data).expect("read in-data");
+        (decode_reply(&reply).expect("well-formed reply"), data)
     }
 
     pub fn open_session(&mut self, session: u64) {

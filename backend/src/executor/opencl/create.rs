@@ -437,7 +437,7 @@ impl OpenClSession {
         let arg = args::admit(kernel.classes[index as usize], arg)?;
         let null_mem: cl_mem = std::ptr::null_mut();
         let mem_size = std::mem::size_of::<cl_mem>();
-        // SAFETY (all arms): each value pointer is valid for its size during
+        // SAFETY: in every arm the value pointer is valid for its size during
         // the call, as clSetKernelArg requires.
         let result = unsafe {
             match &arg {

@@ -6,7 +6,9 @@ mod commands;
 mod create;
 mod info;
 mod objects;
+mod profile;
 mod session;
+mod snapshot;
 
 use cl3::types::{cl_device_id, cl_platform_id};
 
@@ -141,6 +143,23 @@ impl Executor for OpenClExecutor {
 
     fn serves(&self, opcode: u32) -> bool {
         (0x1000..0x2000).contains(&opcode)
+    }
+
+    fn identity(&self) -> vgpu_migration::DeviceIdentity {
+        profile::device_identity(self.platform, self.device)
+    }
+
+    fn profile(&self) -> vgpu_migration::Profile {
+        profile::device_profile(self.device)
+    }
+
+    fn restore_session(
+        &self,
+        state: &vgpu_migration::SessionState,
+    ) -> Result<super::RestoredSession, super::SnapshotError> {
+        let vgpu_migration::SessionState::V1(state) = state;
+        let session = OpenClSession::new(self.platform, self.device, self.queue_depth);
+        session.restore_session(state, &self.identity())
     }
 
     fn open_session(&self) -> Box<dyn ExecSession> {

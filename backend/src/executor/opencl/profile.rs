@@ -22,7 +22,9 @@ fn u32_of(device: cl_device_id, param: u32) -> u32 {
 }
 
 fn text(device: cl_device_id, param: u32) -> String {
-    String::from_utf8_lossy(&bytes(device, param)).trim_end_matches('\0').to_string()
+    String::from_utf8_lossy(&bytes(device, param))
+        .trim_end_matches('\0')
+        .to_string()
 }
 
 fn widths(device: cl_device_id, first: u32) -> VectorWidths {
@@ -76,6 +78,8 @@ pub fn device_identity(platform: cl_platform_id, device: cl_device_id) -> Device
         name: text(device, 0x102B),
         device_version: text(device, 0x102F),
         driver_version: text(device, 0x102D),
-        platform: String::from_utf8_lossy(&platform_name).trim_end_matches('\0').to_string(),
+        platform: String::from_utf8_lossy(&platform_name)
+            .trim_end_matches('\0')
+            .to_string(),
     }
 }

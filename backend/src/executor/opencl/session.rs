@@ -128,6 +128,16 @@ fn done(result: Result<(), Status>) -> Result<Vec<u8>, Status> {
     result.map(|()| Vec::new())
 }
 
+impl OpenClSession {
+    /// Remembers a user event whose status is not set yet (see `aborter`).
+    pub(super) fn track_user_event(&self, event: Arc<EventEntry>) {
+        self.user_events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(event);
+    }
+}
+
 impl ExecSession for OpenClSession {
     fn execute(&mut self, request: &Request, io: &mut GuestIo) -> Result<Vec<u8>, Status> {
         match request {
@@ -178,6 +188,14 @@ impl ExecSession for OpenClSession {
         counts[ObjectKind::Kernel.index()] = self.kernels.len() as u64;
         counts[ObjectKind::Event.index()] = self.events.len() as u64;
         counts
+    }
+
+    fn save(
+        &mut self,
+        id: u64,
+    ) -> Result<crate::executor::SavedSession, crate::executor::SnapshotError> {
+        let device = super::profile::device_identity(self.platform, self.device);
+        self.save_session(id, &device)
     }
 
     fn aborter(&self) -> Box<dyn Fn() + Send + Sync> {

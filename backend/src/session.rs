@@ -1,0 +1,133 @@
+//! One guest process's session: its part on each executor, and the batch
+//! loop that runs its messages in order.
+
+use std::sync::Arc;
+
+use vgpu_protocol::frame::{ReplyBuilder, PROTOCOL_VERSION};
+use vgpu_protocol::limits::{MAX_REPLY_LEN, MAX_REQUEST_LEN};
+use vgpu_protocol::messages::{SessionOpened, SessionStatsReply};
+use vgpu_protocol::{decode, Request, Status, Wire};
+
+use crate::chain::ResolvedChain;
+use crate::executor::{ExecSession, Executor};
+
+/// One session's part on each executor.
+pub struct ExecSessions {
+    pub executors: Vec<Arc<dyn Executor>>,
+    pub sessions: Vec<Box<dyn ExecSession>>,
+}
+
+impl ExecSessions {
+    pub fn open(executors: &[Arc<dyn Executor>]) -> ExecSessions {
+        ExecSessions {
+            executors: executors.to_vec(),
+            sessions: executors.iter().map(|e| e.open_session()).collect(),
+        }
+    }
+
+    /// Fresh sessions everywhere but `index`, which gets `session`.
+    pub fn with_session(
+        executors: &[Arc<dyn Executor>],
+        index: usize,
+        session: Box<dyn ExecSession>,
+    ) -> ExecSessions {
+        let mut all = ExecSessions::open(executors);
+        all.sessions[index] = session;
+        all
+    }
+
+    fn execute(
+        &mut self,
+        request: &Request,
+        io: &mut crate::chain::GuestIo,
+    ) -> Result<Vec<u8>, Status> {
+        let opcode = request.opcode();
+        match self.executors.iter().position(|e| e.serves(opcode)) {
+            Some(i) => self.sessions[i].execute(request, io),
+            // No device of that API on this host (e.g. CUDA calls on a
+            // host without a GPU).
+            None => Err(Status::DEVICE_NOT_AVAILABLE),
+        }
+    }
+
+    pub fn object_counts(&self) -> Vec<u64> {
+        let mut total = vec![0u64; vgpu_protocol::ObjectKind::ALL.len()];
+        for session in &self.sessions {
+            for (t, n) in total.iter_mut().zip(session.object_counts()) {
+                *t += n;
+            }
+        }
+        total
+    }
+
+    pub fn aborter(&self) -> Box<dyn Fn() + Send + Sync> {
+        let aborters: Vec<_> = self.sessions.iter().map(|s| s.aborter()).collect();
+        Box::new(move || aborters.iter().for_each(|abort| abort()))
+    }
+}
+
+pub struct SessionState {
+    pub exec: ExecSessions,
+    pub opened: bool,
+    pub closed: bool,
+}
+
+impl SessionState {
+    pub fn run_batch(&mut self, chain: &mut ResolvedChain) -> Vec<u8> {
+        let batch = match decode(&chain.request) {
+            Ok(batch) => batch,
+            Err(e) => {
+                log::debug!("refusing batch: {e}");
+                return ReplyBuilder::refused(e.status());
+            }
+        };
+        let mut reply = ReplyBuilder::new(batch.header.reply_capacity);
+        for message in batch.messages {
+            let result = match message.body {
+                Err(e) => {
+                    log::debug!("message {:#x} does not decode: {e}", message.opcode);
+                    Err(e.status())
+                }
+                Ok(request) => self.run(&request, chain),
+            };
+            match result {
+                Ok(payload) => reply.push(message.opcode, message.seq, Status::SUCCESS, &payload),
+                Err(status) => reply.push(message.opcode, message.seq, status, &[]),
+            }
+        }
+        reply.finish()
+    }
+
+    fn run(&mut self, request: &Request, chain: &mut ResolvedChain) -> Result<Vec<u8>, Status> {
+        if self.closed {
+            return Err(Status::INVALID_OPERATION);
+        }
+        match request {
+            Request::OpenSession(m) => {
+                let version = u32::from(PROTOCOL_VERSION);
+                if self.opened || m.min_version > version || m.max_version < version {
+                    return Err(Status::INVALID_OPERATION);
+                }
+                self.opened = true;
+                let opened = SessionOpened {
+                    version,
+                    max_request_len: MAX_REQUEST_LEN,
+                    max_reply_len: MAX_REPLY_LEN,
+                    flags: 0,
+                };
+                Ok(opened.to_bytes())
+            }
+            _ if !self.opened => Err(Status::INVALID_OPERATION),
+            Request::CloseSession(_) => {
+                self.closed = true;
+                Ok(Vec::new())
+            }
+            Request::Ping(_) => Ok(Vec::new()),
+            Request::SessionStats(_) => Ok(SessionStatsReply {
+                counts: self.exec.object_counts(),
+            }
+            .to_bytes()),
+            _ => self.exec.execute(request, &mut chain.io),
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! Checkpoint/restart and re-homing of a running vGPU, through the real
+//! daemon, its control socket and `vgpu-ctl`.
+
+mod common;
+
+use common::{Backend, RawFrontend};
+use vgpu_protocol::messages::*;
+use vgpu_protocol::{ArgKind, DataRef, Request};
+
+const N: usize = 4096;
+const SOURCE: &[u8] =
+    b"kernel void advance(global uint* a, global const uint* b, uint k, local uint* s) {
+    size_t i = get_global_id(0);
+    s[get_local_id(0)] = b[i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    a[i] = a[i] * 3u + s[get_local_id(0)] + k;
+}";
+
+fn initial(seed: u32) -> Vec<u32> {
+    (0..N as u32)
+        .map(|i| i.wrapping_mul(2_654_435_761).wrapping_add(seed))
+        .collect()
+}
+
+fn bytes(v: &[u32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// CPU reference of `iterations` steps.
+fn reference(iterations: u32) -> Vec<u8> {
+    let (mut a, b) = (initial(1), initial(2));
+    for k in 0..iterations {
+        for (x, y) in a.iter_mut().zip(&b) {
+            *x = x.wrapping_mul(3).wrapping_add(*y).wrapping_add(k);
+        }
+    }
+    bytes(&a)
+}
+
+fn all_ok(reply: &vgpu_protocol::Reply) {
+    assert!(reply.status.is_success(), "{reply:?}");
+    for r in &reply.records {
+        assert!(
+            r.status.is_success(),
+            "record {} failed: {}",
+            r.seq,
+            r.status
+        );
+    }
+}
+
+/// Session 1: context, queue, program, kernel with arguments, buffers.
+fn setup(raw: &mut RawFrontend) {
+    raw.open_session(1);
+    let (a, b) = (bytes(&initial(1)), bytes(&initial(2)));
+    let (a_at, b_at) = (raw.scratch(8 << 20), raw.scratch(12 << 20));
+    raw.dev.write_guest(a_at, &a).unwrap();
+    raw.dev.write_guest(b_at, &b).unwrap();
+    let size = (N * 4) as u64;
+    let reply = raw.batch(
+        1,
+        &[
+            CreateContext {
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            CreateQueue {
+                queue: 2,
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            CreateProgramWithSource {
+                program: 3,
+                context: 1,
+                source: SOURCE.to_vec(),
+            }
+            .into(),
+            BuildProgram {
+                program: 3,
+                options: b"-DUNUSED=1".to_vec(),
+            }
+            .into(),
+            CreateKernel {
+                kernel: 4,
+                program: 3,
+                name: b"advance".to_vec(),
+            }
+            .into(),
+            CreateBuffer {
+                mem: 5,
+                context: 1,
+                flags: 1,
+                size,
+                init: DataRef::NONE,
+            }
+            .into(),
+            CreateBuffer {
+                mem: 6,
+                context: 1,
+                flags: 1,
+                size,
+                init: DataRef::NONE,
+            }
+            .into(),
+            SetKernelArg {
+                kernel: 4,
+                index: 0,
+                arg_kind: ArgKind::Mem as u32,
+                size: 8,
+                value: vec![],
+                handle: 5,
+            }
+            .into(),
+            SetKernelArg {
+                kernel: 4,
+                index: 1,
+                arg_kind: ArgKind::Mem as u32,
+                size: 8,
+                value: vec![],
+                handle: 6,
+            }
+            .into(),
+            SetKernelArg {
+                kernel: 4,
+                index: 3,
+                arg_kind: ArgKind::Local as u32,
+                size: 256,
+                value: vec![],
+                handle: 0,
+            }
+            .into(),
+            CreateUserEvent {
+                event: 9,
+                context: 1,
+            }
+            .into(),
+        ],
+    );
+    all_ok(&reply);
+    // Initial contents through the out-data stream of one chain each.
+    for (mem, at) in [(5u64, a_at), (6u64, b_at)] {
+        upload(raw, mem, at, size);
+    }
+}
+
+fn upload(raw: &mut RawFrontend, mem: u64, at: u64, size: u64) {
+    use vgpu_protocol::frame::BatchBuilder;
+    use vgpu_transport::vring::DescSpec;
+    let mut builder = BatchBuilder::new(0);
+    let write = EnqueueWriteBuffer {
+        queue: 2,
+        mem,
+        offset: 0,
+        data: DataRef {
+            offset: 0,
+            len: size,
+        },
+        wait: vec![],
+        event: 0,
+    };
+    builder.push(1, &write.into());
+    let request = builder.finish(1, 4096);
+    let (req_at, reply_at) = (raw.scratch(0), raw.scratch(1 << 20));
+    raw.dev.write_guest(req_at, &request).unwrap();
+    let chain = [
+        DescSpec {
+            addr: req_at,
+            len: request.len() as u32,
+            writable: false,
+        },
+        DescSpec {
+            addr: at,
+            len: size as u32,
+            writable: false,
+        },
+        DescSpec {
+            addr: reply_at,
+            len: 4096,
+            writable: true,
+        },
+    ];
+    raw.send_chain(&chain);
+    let mut reply = vec![0u8; 4096];
+    raw.dev.read_guest(reply_at, &mut reply).unwrap();
+    all_ok(&vgpu_protocol::decode_reply(&reply).unwrap());
+}
+
+/// Runs steps `from..to` (the step index is the kernel's `k`).
+fn steps(raw: &mut RawFrontend, from: u32, to: u32) {
+    let mut requests: Vec<Request> = Vec::new();
+    for k in from..to {
+        requests.push(
+            SetKernelArg {
+                kernel: 4,
+                index: 2,
+                arg_kind: ArgKind::Value as u32,
+                size: 4,
+                value: k.to_le_bytes().to_vec(),
+                handle: 0,
+            }
+            .into(),
+        );
+        requests.push(
+            EnqueueNdRange {
+                queue: 2,
+                kernel: 4,
+                work_dim: 1,
+                offset: [0; 3],
+                global: [N as u64, 1, 1],
+                local: [64, 1, 1],
+                wait: vec![],
+                event: 0,
+            }
+            .into(),
+        );
+    }
+    requests.push(Finish { queue: 2 }.into());
+    all_ok(&raw.batch(1, &requests));
+}
+
+fn read_a(raw: &mut RawFrontend) -> Vec<u8> {
+    let len = (N * 4) as u64;
+    let read = EnqueueReadBuffer {
+        queue: 2,
+        mem: 5,
+        offset: 0,
+        data: DataRef { offset: 0, len },
+        wait: vec![],
+        event: 0,
+    };
+    let (reply, data) = raw.batch_with_in(1, &[read.into()], len as u32);
+    all_ok(&reply);
+    data
+}
+
+fn assert_ctl_ok(backend: &Backend, args: &[&str]) -> String {
+    let (ok, out) = backend.ctl(args);
+    assert!(ok, "vgpu-ctl {args:?} failed: {out}");
+    out
+}
+
+#[test]
+fn checkpoint_then_restart_finishes_like_an_undisturbed_run() {
+    let backend = Backend::start();
+    let mut raw = backend.raw();
+    setup(&mut raw);
+    steps(&mut raw, 0, 5);
+    // Outside the backend's directory, which goes with it.
+    let file = std::env::temp_dir().join(format!("vgpu-restart-{}.ckpt", std::process::id()));
+    let out = assert_ctl_ok(
+        &backend,
+        &["checkpoint", file.to_str().unwrap(), "--then", "pause"],
+    );
+    assert!(out.contains(r#""buffer_bytes": 32768"#), "{out}");
+    let saved = std::fs::read(&file).unwrap();
+    drop(raw);
+    drop(backend); // the first backend is gone
+
+    let restarted = Backend::start_with(&["--restore", file.to_str().unwrap()], &[]);
+    let mut raw = restarted.raw();
+    // The session goes on where it was: same handles, same kernel arguments.
+    steps(&mut raw, 5, 10);
+    assert_eq!(
+        read_a(&mut raw),
+        reference(10),
+        "restarted run differs from an undisturbed one"
+    );
+    assert!(restarted.status().contains(r#""kernels": 1"#));
+    assert_eq!(saved, std::fs::read(&file).unwrap());
+    let _ = std::fs::remove_file(&file);
+}
+
+#[test]
+fn rehome_between_two_devices_mid_run_gives_identical_results() {
+    // PoCL offers two devices when asked: "basic" and "pthread".
+    let env = [("POCL_DEVICES", "basic pthread")];
+    let backend = Backend::start_with(&["--device", "opencl:basic"], &env);
+    let mut raw = backend.raw();
+    setup(&mut raw);
+    steps(&mut raw, 0, 4);
+    let out = assert_ctl_ok(&backend, &["rehome", "--device", "opencl:pthread"]);
+    assert!(out.contains("rehomed"), "{out}");
+    assert!(backend.status().contains("pthread"), "{}", backend.status());
+    steps(&mut raw, 4, 8);
+    let out = assert_ctl_ok(&backend, &["rehome", "--device", "opencl:basic"]);
+    assert!(out.contains("drain_ms"), "{out}");
+    steps(&mut raw, 8, 12);
+    assert_eq!(read_a(&mut raw), reference(12));
+}
+
+#[test]
+fn bad_checkpoints_are_refused_and_nothing_changes() {
+    let backend = Backend::start();
+    let mut raw = backend.raw();
+    setup(&mut raw);
+    steps(&mut raw, 0, 3);
+    let file = backend.dir().join("good.ckpt");
+    assert_ctl_ok(&backend, &["checkpoint", file.to_str().unwrap()]);
+    let good = std::fs::read(&file).unwrap();
+    steps(&mut raw, 3, 6);
+
+    let mut cases: Vec<(&str, Vec<u8>)> = vec![
+        ("truncated", good[..good.len() / 2].to_vec()),
+        (
+            "truncated before the end chunk",
+            good[..good.len() - 8].to_vec(),
+        ),
+        ("empty", Vec::new()),
+        ("foreign", b"not a checkpoint at all".to_vec()),
+    ];
+    let mut flipped = good.clone();
+    let at = flipped.len() / 3;
+    flipped[at] ^= 0x40;
+    cases.push(("corrupted", flipped));
+    let mut future = good.clone();
+    future[8..12].copy_from_slice(&99u32.to_le_bytes());
+    cases.push(("foreign version", future));
+    for (what, bytes) in cases {
+        let path = backend.dir().join("bad.ckpt");
+        std::fs::write(&path, &bytes).unwrap();
+        let (ok, out) = backend.ctl(&["restore", path.to_str().unwrap()]);
+        assert!(!ok, "{what} checkpoint was accepted: {out}");
+        assert!(out.contains("error"), "{what}: {out}");
+    }
+    // The vGPU kept its state: the run goes on as if nothing happened.
+    steps(&mut raw, 6, 9);
+    assert_eq!(read_a(&mut raw), reference(9));
+    // A good checkpoint restores the state it holds.
+    assert_ctl_ok(&backend, &["restore", file.to_str().unwrap()]);
+    steps(&mut raw, 3, 9);
+    assert_eq!(read_a(&mut raw), reference(9));
+}
+
+#[test]
+fn restore_onto_a_device_that_cannot_honour_the_profile_is_refused() {
+    let backend = Backend::start();
+    let mut raw = backend.raw();
+    setup(&mut raw);
+    steps(&mut raw, 0, 2);
+    let file = backend.dir().join("vgpu.ckpt");
+    assert_ctl_ok(&backend, &["checkpoint", file.to_str().unwrap()]);
+    // Rewrite the checkpoint as if taken on a device with far larger limits.
+    let input = std::fs::File::open(&file).unwrap();
+    let mut reader = vgpu_migration::StreamReader::new(input).unwrap();
+    let bigger = backend.dir().join("bigger.ckpt");
+    let mut writer =
+        vgpu_migration::StreamWriter::new(std::fs::File::create(&bigger).unwrap()).unwrap();
+    while let Some(item) = reader.next_item().unwrap() {
+        match item {
+            vgpu_migration::Item::State(state) => {
+                let vgpu_migration::VgpuState::V1(mut state) = *state;
+                state.profile.max_work_group_size = 1 << 40;
+                writer
+                    .write_state(&vgpu_migration::VgpuState::V1(state))
+                    .unwrap();
+            }
+            vgpu_migration::Item::BufferChunk {
+                session,
+                buffer,
+                offset,
+                data,
+            } => {
+                writer
+                    .write_buffer_chunk(session, buffer, offset, data)
+                    .unwrap();
+            }
+            vgpu_migration::Item::End(_) => break,
+        }
+    }
+    writer.finish().unwrap();
+    let (ok, out) = backend.ctl(&["restore", bigger.to_str().unwrap()]);
+    assert!(!ok && out.contains("work-group"), "{out}");
+    steps(&mut raw, 2, 4);
+    assert_eq!(read_a(&mut raw), reference(4));
+}
