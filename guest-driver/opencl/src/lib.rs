@@ -3,7 +3,7 @@
 //!
 //! - [`api`]: the C ABI, one safe function per entry point with the spec's
 //!   argument checks, and the generated `extern "C"` shims;
-//! - [`core`]: the objects behind the handles the application holds, and
+//! - `core` (private): the objects behind the handles the application holds, and
 //!   the session with the device.
 
 pub mod api;
