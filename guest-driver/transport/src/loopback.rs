@@ -186,6 +186,35 @@ fn max_data_len_for(data_len: usize) -> usize {
 pub struct Loopback {
     device: LoopbackDevice,
     data_len: usize,
+    /// Where to reconnect when the backend goes away.
+    path: std::path::PathBuf,
+    config: LoopbackConfig,
+    /// How long to keep trying to reach a restarted backend.
+    reconnect_for: std::time::Duration,
+}
+
+/// Environment variable: seconds to wait for a restarted backend (0: never
+/// reconnect). Default 60.
+pub const RECONNECT_ENV: &str = "VGPU_RECONNECT_SECS";
+
+fn reconnect_window() -> std::time::Duration {
+    let secs = std::env::var(RECONNECT_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(60u64);
+    std::time::Duration::from_secs(secs)
+}
+
+/// Whether an error means the backend went away (rather than refused us).
+fn backend_gone(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::NotConnected
+            | io::ErrorKind::UnexpectedEof
+    )
 }
 
 impl Loopback {
@@ -201,7 +230,32 @@ impl Loopback {
         Ok(Loopback {
             device,
             data_len: config.data_len,
+            path: path.to_path_buf(),
+            config: config.clone(),
+            reconnect_for: reconnect_window(),
         })
+    }
+
+    /// Connects again to a backend that went away, retrying until the
+    /// reconnect window closes. A backend restarted with `--restore` from a
+    /// checkpoint taken while this process waited resumes its session.
+    fn reconnect(&mut self) -> io::Result<()> {
+        let deadline = std::time::Instant::now() + self.reconnect_for;
+        log::warn!(
+            "vgpu backend at {} went away; reconnecting",
+            self.path.display()
+        );
+        loop {
+            match LoopbackDevice::connect(&self.path, &self.config) {
+                Ok(device) => {
+                    self.device = device;
+                    log::warn!("reconnected to the vgpu backend");
+                    return Ok(());
+                }
+                Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(100)),
+            }
+        }
     }
 
     /// The device underneath, for tests that mix hand-made chains with
@@ -216,7 +270,29 @@ impl Loopback {
 }
 
 impl Transport for Loopback {
-    fn submit(&mut self, submission: Submission<'_>) -> io::Result<usize> {
+    /// Submits a batch; if the backend goes away before answering, waits for
+    /// it to come back (see `RECONNECT_ENV`) and submits the batch again.
+    fn submit(&mut self, mut submission: Submission<'_>) -> io::Result<usize> {
+        match self.submit_once(&mut submission) {
+            Err(e) if backend_gone(&e) && !self.reconnect_for.is_zero() => {
+                self.reconnect()?;
+                self.submit_once(&mut submission)
+            }
+            other => other,
+        }
+    }
+
+    fn max_data_len(&self) -> usize {
+        max_data_len_for(self.data_len)
+    }
+
+    fn max_request_len(&self) -> usize {
+        max_request_len_for(self.data_len)
+    }
+}
+
+impl Loopback {
+    fn submit_once(&mut self, submission: &mut Submission<'_>) -> io::Result<usize> {
         let out_len: usize = submission.out.iter().map(|s| s.len()).sum();
         let in_len: usize = submission.in_.iter().map(|s| s.len()).sum();
         if submission.request.is_empty() || submission.request.len() > self.max_request_len() {
@@ -281,14 +357,6 @@ impl Transport for Loopback {
             at += segment.len();
         }
         Ok(written)
-    }
-
-    fn max_data_len(&self) -> usize {
-        max_data_len_for(self.data_len)
-    }
-
-    fn max_request_len(&self) -> usize {
-        max_request_len_for(self.data_len)
     }
 }
 
