@@ -11,7 +11,9 @@ use virtio_queue::{desc::split::Descriptor, DescriptorChain};
 use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
 /// Guest memory as the backend maps it.
-pub type GuestRam = GuestMemoryMmap<()>;
+/// Guest memory as the backend maps it, with the dirty log QEMU reads
+/// during live migration.
+pub type GuestRam = GuestMemoryMmap<vhost_user_backend::bitmap::BitmapMmapRegion>;
 
 /// Why a chain was dropped without a reply.
 #[derive(Debug, thiserror::Error)]
@@ -190,6 +192,21 @@ pub struct ResolvedChain {
     pub io: GuestIo,
     /// Keeps the mapping behind every segment alive.
     pub mem: Arc<GuestRam>,
+    /// Guest ranges the device may write, marked dirty when the chain is
+    /// returned (writes through host pointers bypass the memory's own log).
+    pub writable: Vec<(u64, u32)>,
+}
+
+impl ResolvedChain {
+    /// Marks every writable descriptor's pages dirty for live migration.
+    pub fn mark_written(&self) {
+        use vm_memory::bitmap::Bitmap;
+        for (addr, len) in &self.writable {
+            if let Ok(slice) = self.mem.get_slice(GuestAddress(*addr), *len as usize) {
+                slice.bitmap().mark_dirty(0, *len as usize);
+            }
+        }
+    }
 }
 
 fn host_segment(mem: &GuestRam, desc: &Descriptor) -> Result<Segment, ChainError> {
@@ -215,6 +232,7 @@ pub fn resolve(
     let head = chain.head_index();
     let mut readable = ByteStream::default();
     let mut writable = ByteStream::default();
+    let mut writable_ranges = Vec::new();
     let mut count = 0usize;
     let mut last_had_next = false;
     for desc in chain {
@@ -229,6 +247,7 @@ pub fn resolve(
         let segment = host_segment(&mem, &desc)?;
         if desc.is_write_only() {
             writable.push(segment);
+            writable_ranges.push((desc.addr().0, desc.len()));
         } else if writable.is_empty() {
             readable.push(segment);
         } else {
@@ -291,5 +310,6 @@ pub fn resolve(
             in_written: 0,
         },
         mem,
+        writable: writable_ranges,
     })
 }

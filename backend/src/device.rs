@@ -6,7 +6,9 @@ use std::io;
 use std::sync::{Arc, RwLock};
 
 use vgpu_protocol::{EVENT_QUEUE, NUM_QUEUES, SUBMIT_QUEUE, SUBMIT_QUEUE_SIZE};
-use vhost::vhost_user::message::VhostUserProtocolFeatures;
+use vhost::vhost_user::message::{
+    VhostTransferStateDirection, VhostTransferStatePhase, VhostUserProtocolFeatures,
+};
 use vhost_user_backend::{VhostUserBackend, VringRwLock, VringT};
 use virtio_bindings::virtio_config::VIRTIO_F_VERSION_1;
 use virtio_bindings::virtio_ring::{VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC};
@@ -22,6 +24,11 @@ use crate::vgpu::Vgpu;
 
 /// `VHOST_USER_F_PROTOCOL_FEATURES`: vring enable/disable messages are in use.
 const VHOST_USER_F_PROTOCOL_FEATURES: u32 = 30;
+/// `VHOST_F_LOG_ALL`: the back-end logs its writes to guest memory, which
+/// QEMU requires before it migrates a vhost device.
+const VHOST_F_LOG_ALL: u32 = 26;
+/// Longest wait for accepted chains when a vring stops.
+const STOP_DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The device of one front-end connection (one VM, or one loopback process).
 #[derive(Clone)]
@@ -35,6 +42,8 @@ struct Inner {
     event_idx: std::sync::atomic::AtomicBool,
     exit_consumer: EventConsumer,
     exit_notifier: EventNotifier,
+    /// The device-state transfer of a migration in progress.
+    transfer: crate::migrate::Transfer,
 }
 
 impl VgpuDevice {
@@ -47,6 +56,7 @@ impl VgpuDevice {
                 event_idx: false.into(),
                 exit_consumer,
                 exit_notifier,
+                transfer: Default::default(),
             }),
         })
     }
@@ -96,7 +106,7 @@ impl VgpuDevice {
                 match resolve(chain, mem.clone()) {
                     Ok(resolved) => {
                         let vring = vring.clone();
-                        self.inner.vgpu.submit(
+                        self.inner.vgpu.accept(
                             resolved,
                             Box::new(move |head, used| return_chain(&vring, head, used)),
                         );
@@ -138,7 +148,7 @@ fn return_chain(vring: &VringRwLock<GuestMemoryAtomic<GuestRam>>, head: u16, use
 }
 
 impl VhostUserBackend for VgpuDevice {
-    type Bitmap = ();
+    type Bitmap = vhost_user_backend::bitmap::BitmapMmapRegion;
     type Vring = VringRwLock<GuestMemoryAtomic<GuestRam>>;
 
     fn num_queues(&self) -> usize {
@@ -154,12 +164,15 @@ impl VhostUserBackend for VgpuDevice {
             | (1 << VIRTIO_RING_F_INDIRECT_DESC)
             | (1 << VIRTIO_RING_F_EVENT_IDX)
             | (1 << VHOST_USER_F_PROTOCOL_FEATURES)
+            | (1 << VHOST_F_LOG_ALL)
     }
 
     fn protocol_features(&self) -> VhostUserProtocolFeatures {
         VhostUserProtocolFeatures::MQ
             | VhostUserProtocolFeatures::CONFIG
             | VhostUserProtocolFeatures::REPLY_ACK
+            | VhostUserProtocolFeatures::LOG_SHMFD
+            | VhostUserProtocolFeatures::DEVICE_STATE
     }
 
     fn set_event_idx(&self, enabled: bool) {
@@ -183,6 +196,29 @@ impl VhostUserBackend for VgpuDevice {
             self.inner.exit_consumer.try_clone().ok()?,
             self.inner.exit_notifier.try_clone().ok()?,
         ))
+    }
+
+    fn stop_vring(&self, queue_index: u32) -> io::Result<()> {
+        if queue_index == u32::from(SUBMIT_QUEUE) && !self.inner.vgpu.wait_idle(STOP_DRAIN_LIMIT) {
+            log::error!(
+                "chains still in flight after {STOP_DRAIN_LIMIT:?}; the vring stops anyway"
+            );
+        }
+        Ok(())
+    }
+
+    fn set_device_state_fd(
+        &self,
+        direction: VhostTransferStateDirection,
+        _phase: VhostTransferStatePhase,
+        file: std::fs::File,
+    ) -> io::Result<Option<std::fs::File>> {
+        crate::migrate::start_transfer(&self.inner.vgpu, &self.inner.transfer, direction, file)?;
+        Ok(None)
+    }
+
+    fn check_device_state(&self) -> io::Result<()> {
+        crate::migrate::finish_transfer(&self.inner.transfer)
     }
 
     fn handle_event(

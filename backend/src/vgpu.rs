@@ -54,6 +54,8 @@ pub struct Vgpu {
     held: Mutex<Option<Vec<(ResolvedChain, Completion)>>>,
     /// The profile the guest saw, when it came with a restored state.
     profile_seen: Mutex<Option<Profile>>,
+    /// Chains accepted and not yet returned.
+    in_flight: Arc<(Mutex<usize>, std::sync::Condvar)>,
 }
 
 impl Vgpu {
@@ -65,6 +67,7 @@ impl Vgpu {
             sessions: Mutex::new(HashMap::new()),
             held: Mutex::new(None),
             profile_seen: Mutex::new(None),
+            in_flight: Arc::new((Mutex::new(0), std::sync::Condvar::new())),
         })
     }
 
@@ -187,8 +190,38 @@ impl Vgpu {
         }
     }
 
+    /// Waits until every accepted chain has been returned (the vring is
+    /// stopping: `GET_VRING_BASE` must see them all used); gives up after
+    /// `limit`. Returns whether it drained.
+    pub fn wait_idle(&self, limit: std::time::Duration) -> bool {
+        let (count, idle) = &*self.in_flight;
+        let guard = count.lock().unwrap_or_else(|e| e.into_inner());
+        let (guard, _) = idle
+            .wait_timeout_while(guard, limit, |n| *n > 0)
+            .unwrap_or_else(|e| e.into_inner());
+        *guard == 0
+    }
+
+    /// Accepts a chain from the vring: counted in flight until returned.
+    pub fn accept(self: &Arc<Self>, chain: ResolvedChain, done: Completion) {
+        *self.in_flight.0.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        let in_flight = self.in_flight.clone();
+        self.submit(
+            chain,
+            Box::new(move |head, used| {
+                done(head, used);
+                let (count, idle) = &*in_flight;
+                let mut n = count.lock().unwrap_or_else(|e| e.into_inner());
+                *n -= 1;
+                if *n == 0 {
+                    idle.notify_all();
+                }
+            }),
+        );
+    }
+
     /// Hands a chain to its session's worker (or answers it right away).
-    pub fn submit(self: &Arc<Self>, chain: ResolvedChain, done: Completion) {
+    fn submit(self: &Arc<Self>, chain: ResolvedChain, done: Completion) {
         {
             let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(held) = held.as_mut() {
@@ -317,6 +350,7 @@ pub(crate) fn complete(chain: ResolvedChain, reply: Vec<u8>, done: Completion) {
     if let Err(status) = chain.reply.write(0, &reply[..written]) {
         log::warn!("cannot write a reply: {status}");
     }
+    chain.mark_written();
     let used = if chain.io.in_written > 0 {
         chain.reply.len() + chain.io.in_written
     } else {

@@ -59,11 +59,15 @@ pub struct LoopbackConfig {
     /// `VHOST_USER_F_PROTOCOL_FEATURES` are acked whatever this says; clear
     /// `VIRTIO_RING_F_EVENT_IDX` to exercise the backend without it.
     pub features: u64,
+    /// How long to wait for a backend that went away to come back (zero:
+    /// fail at once). [`RECONNECT_ENV`] sets it; default 60 s.
+    pub reconnect_for: std::time::Duration,
 }
 
 impl Default for LoopbackConfig {
     fn default() -> Self {
         LoopbackConfig {
+            reconnect_for: std::time::Duration::from_secs(60),
             data_len: DEFAULT_DATA_LEN,
             guest_base: DEFAULT_GUEST_BASE,
             event_buffers: DEFAULT_EVENT_BUFFERS,
@@ -79,6 +83,7 @@ impl LoopbackConfig {
         if let Some(value) = std::env::var_os(MEM_MB_ENV) {
             config.data_len = parse_mem_mb(&value.to_string_lossy())?;
         }
+        config.reconnect_for = reconnect_window();
         Ok(config)
     }
 }
@@ -232,7 +237,7 @@ impl Loopback {
             data_len: config.data_len,
             path: path.to_path_buf(),
             config: config.clone(),
-            reconnect_for: reconnect_window(),
+            reconnect_for: config.reconnect_for,
         })
     }
 

@@ -315,7 +315,13 @@ fn two_connections_are_independent() {
 #[test]
 fn a_dead_daemon_fails_the_call_instead_of_hanging() {
     let mut daemon = Daemon::start();
-    let client = Client::open(Box::new(daemon.loopback()), 1, false).expect("session opens");
+    // Without a reconnect window, a lost backend fails the call at once.
+    let config = LoopbackConfig {
+        reconnect_for: Duration::ZERO,
+        ..small_config()
+    };
+    let loopback = Loopback::connect_with(&daemon.socket, &config).expect("loopback handshake");
+    let client = Client::open(Box::new(loopback), 1, false).expect("session opens");
     daemon.kill();
     let started = Instant::now();
     assert_eq!(

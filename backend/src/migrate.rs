@@ -1,0 +1,83 @@
+//! Live migration: the vhost-user DEVICE_STATE transfer. QEMU hands a pipe
+//! (`SET_DEVICE_STATE_FD`) once the VM is stopped and the vrings drained;
+//! the vGPU's state and buffer contents stream through it on a thread of
+//! their own (the control thread must keep answering QEMU), and
+//! `CHECK_DEVICE_STATE` reports how it went. On the destination the same
+//! stream rebuilds the vGPU on this host's device, after a compatibility
+//! check; a refusal fails the migration and the source VM runs on.
+
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use vhost::vhost_user::message::VhostTransferStateDirection;
+
+use crate::server::error_chain;
+use crate::vgpu::Vgpu;
+
+/// The transfer thread of the migration in progress, if any.
+#[derive(Default)]
+pub struct Transfer(Mutex<Option<JoinHandle<Result<String, String>>>>);
+
+pub fn start_transfer(
+    vgpu: &Arc<Vgpu>,
+    transfer: &Transfer,
+    direction: VhostTransferStateDirection,
+    file: std::fs::File,
+) -> io::Result<()> {
+    let mut slot = transfer.0.lock().unwrap_or_else(|e| e.into_inner());
+    if slot.as_ref().is_some_and(|t| !t.is_finished()) {
+        return Err(io::Error::other(
+            "a device-state transfer is already running",
+        ));
+    }
+    let vgpu = vgpu.clone();
+    let thread = std::thread::Builder::new().name("vgpu-device-state".into());
+    let handle = match direction {
+        VhostTransferStateDirection::SAVE => thread.spawn(move || {
+            let writer = io::BufWriter::with_capacity(1 << 20, file);
+            crate::snapshot::save(&vgpu, writer, None)
+                .map_err(|e| error_chain(&e))
+                .and_then(|(mut w, report)| {
+                    io::Write::flush(&mut w).map_err(|e| e.to_string())?;
+                    Ok(format!(
+                        "sent {} session(s), {} bytes ({} of buffers), drain {:?}",
+                        report.sessions, report.stream_bytes, report.buffer_bytes, report.drain
+                    ))
+                })
+        })?,
+        VhostTransferStateDirection::LOAD => thread.spawn(move || {
+            let reader = io::BufReader::with_capacity(1 << 20, file);
+            crate::snapshot::restore(&vgpu, reader)
+                .map_err(|e| error_chain(&e))
+                .map(|report| {
+                    format!(
+                        "received {} session(s), {} bytes ({} of buffers), rebuilt in {:?}",
+                        report.sessions, report.stream_bytes, report.buffer_bytes, report.rebuild
+                    )
+                })
+        })?,
+    };
+    *slot = Some(handle);
+    Ok(())
+}
+
+pub fn finish_transfer(transfer: &Transfer) -> io::Result<()> {
+    let handle = transfer.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let Some(handle) = handle else {
+        return Err(io::Error::other("no device-state transfer was started"));
+    };
+    match handle.join() {
+        Ok(Ok(summary)) => {
+            log::info!("device state: {summary}");
+            Ok(())
+        }
+        Ok(Err(e)) => {
+            log::error!("device-state transfer failed: {e}");
+            Err(io::Error::other(e))
+        }
+        Err(_) => Err(io::Error::other(
+            "the device-state transfer thread panicked",
+        )),
+    }
+}
