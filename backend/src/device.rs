@@ -169,7 +169,6 @@ impl VhostUserBackend for VgpuDevice {
 
     fn protocol_features(&self) -> VhostUserProtocolFeatures {
         VhostUserProtocolFeatures::MQ
-            | VhostUserProtocolFeatures::CONFIG
             | VhostUserProtocolFeatures::REPLY_ACK
             | VhostUserProtocolFeatures::LOG_SHMFD
             | VhostUserProtocolFeatures::DEVICE_STATE
@@ -184,11 +183,6 @@ impl VhostUserBackend for VgpuDevice {
     fn update_memory(&self, mem: GuestMemoryAtomic<GuestRam>) -> io::Result<()> {
         *self.inner.mem.write().unwrap_or_else(|e| e.into_inner()) = Some(mem);
         Ok(())
-    }
-
-    fn get_config(&self, _offset: u32, size: u32) -> Vec<u8> {
-        // The device has no configuration space; QEMU may still read it.
-        vec![0; size.min(256) as usize]
     }
 
     fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
