@@ -19,7 +19,7 @@ use crate::executor::opencl::DeviceSelector;
 #[command(name = "vgpu-backend", version, about, long_about)]
 pub struct Args {
     /// Unix socket to listen on for vhost-user front-ends.
-    #[arg(long, value_name = "PATH", required_unless_present_any = ["print_capabilities", "list_devices"])]
+    #[arg(long, value_name = "PATH", required_unless_present_any = ["print_capabilities", "list_devices", "write_profile"])]
     pub socket: Option<PathBuf>,
 
     /// Device to serve: `opencl:<platform-index>:<device-index>`,
@@ -61,6 +61,17 @@ pub struct Args {
     #[arg(long)]
     pub print_capabilities: bool,
 
+    /// Advertise this device profile (written by --write-profile, or the
+    /// common subset of a pool of devices) instead of the device's own, so
+    /// a vGPU can later move to any device of the pool. The device must
+    /// honour it.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
+
+    /// Write the selected OpenCL device's profile to FILE and exit.
+    #[arg(long, value_name = "FILE")]
+    pub write_profile: Option<PathBuf>,
+
     /// List the OpenCL devices this host offers, with their SPEC, and exit.
     #[arg(long)]
     pub list_devices: bool,
@@ -86,6 +97,7 @@ pub struct Config {
     pub control: Option<PathBuf>,
     pub queue_depth: usize,
     pub restore: Option<PathBuf>,
+    pub profile: Option<PathBuf>,
 }
 
 /// One device to serve.
@@ -157,6 +169,7 @@ impl TryFrom<Args> for Config {
             control: args.control,
             queue_depth: args.queue_depth,
             restore: args.restore,
+            profile: args.profile,
         })
     }
 }

@@ -11,6 +11,15 @@ fn main() -> ExitCode {
         println!("{}", server::capabilities_json());
         return ExitCode::SUCCESS;
     }
+    if let Some(path) = &args.write_profile {
+        return match server::write_profile(&args.device, path) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("vgpu-backend: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if args.list_devices {
         return match OpenClExecutor::list() {
             Ok(devices) => {

@@ -29,6 +29,8 @@ pub enum ServerError {
     Signals(#[source] std::io::Error),
     #[error("vhost-user daemon failed: {0}")]
     Daemon(String),
+    #[error("invalid --profile {0}: {1}")]
+    Profile(PathBuf, String),
     #[error("cannot restore {0}: {1}")]
     Restore(PathBuf, String),
     #[error("no device could be opened")]
@@ -45,6 +47,8 @@ pub struct Registry {
     shutdowns: Mutex<Vec<vhost_user_backend::ShutdownHandle>>,
     executors: std::sync::RwLock<Vec<Arc<dyn Executor>>>,
     queue_depth: usize,
+    /// The profile given with --profile, kept by re-homed devices.
+    advertised: Option<Arc<vgpu_migration::Profile>>,
     /// A checkpoint the next front-end starts from (`--restore`).
     pending_restore: Mutex<Option<PathBuf>>,
 }
@@ -85,6 +89,7 @@ impl Registry {
     ) -> Result<Vec<crate::snapshot::Report>, String> {
         let mut opencl = OpenClExecutor::open(selector).map_err(|e| e.to_string())?;
         opencl.queue_depth = self.queue_depth;
+        opencl.advertised = self.advertised.clone();
         let to: Arc<dyn Executor> = Arc::new(opencl);
         let vms: Vec<Arc<Vgpu>> = {
             let vms = self.vms.lock().unwrap_or_else(|e| e.into_inner());
@@ -176,9 +181,20 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 
 pub fn run(config: Config) -> Result<(), ServerError> {
     let executors = open_executors(&config)?;
+    let advertised = match &config.profile {
+        Some(path) => {
+            let bytes = std::fs::read(path)
+                .map_err(|e| ServerError::Profile(path.clone(), e.to_string()))?;
+            let profile = vgpu_migration::Profile::from_bytes(&bytes)
+                .map_err(|e| ServerError::Profile(path.clone(), e.to_string()))?;
+            Some(Arc::new(profile))
+        }
+        None => None,
+    };
     let registry = Arc::new(Registry {
         executors: std::sync::RwLock::new(executors.clone()),
         queue_depth: config.queue_depth,
+        advertised,
         pending_restore: Mutex::new(config.restore.clone()),
         ..Default::default()
     });
@@ -206,6 +222,28 @@ pub fn run(config: Config) -> Result<(), ServerError> {
     result
 }
 
+/// `--write-profile`: the profile of the OpenCL device SPEC names.
+pub fn write_profile(spec: &str, path: &Path) -> Result<(), String> {
+    let selector = crate::config::parse_device(spec).map_err(|e| e.to_string())?;
+    let executor = OpenClExecutor::open(&selector).map_err(|e| error_chain(&e))?;
+    let bytes = executor.profile().to_bytes();
+    std::fs::write(path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// `--profile`: a profile this device can honour, to advertise instead of its own.
+fn read_profile(
+    path: &Path,
+    device: &vgpu_migration::Profile,
+) -> Result<vgpu_migration::Profile, ServerError> {
+    let bad = |why: String| ServerError::Profile(path.to_path_buf(), why);
+    let bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+    let profile = vgpu_migration::Profile::from_bytes(&bytes)
+        .map_err(|e| bad(format!("not a device profile: {e}")))?;
+    vgpu_migration::check(&profile, device)
+        .map_err(|e| bad(format!("this device cannot honour it: {}", error_chain(&e))))?;
+    Ok(profile)
+}
+
 /// Opens every configured device. An OpenCL device that cannot be opened is
 /// an error; a CUDA one is left out with a warning (a host without CUDA
 /// simply offers none).
@@ -216,6 +254,10 @@ fn open_executors(config: &Config) -> Result<Vec<Arc<dyn Executor>>, ServerError
             DeviceSpec::OpenCl(selector) => {
                 let mut opencl = OpenClExecutor::open(selector).map_err(ServerError::Device)?;
                 opencl.queue_depth = config.queue_depth;
+                if let Some(path) = &config.profile {
+                    let own = opencl.profile();
+                    opencl.advertised = Some(std::sync::Arc::new(read_profile(path, &own)?));
+                }
                 executors.push(Arc::new(opencl));
             }
             DeviceSpec::Cuda(index) => executors.extend(open_cuda(*index)),

@@ -375,3 +375,69 @@ fn restore_onto_a_device_that_cannot_honour_the_profile_is_refused() {
     steps(&mut raw, 2, 4);
     assert_eq!(read_a(&mut raw), reference(4));
 }
+
+#[test]
+fn an_advertised_profile_is_what_guests_see_and_what_restores_are_checked_against() {
+    let dir = std::env::temp_dir().join(format!("vgpu-profile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let own = dir.join("own.prof");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_vgpu-backend"))
+        .arg("--write-profile")
+        .arg(&own)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut small = vgpu_migration::Profile::from_bytes(&std::fs::read(&own).unwrap()).unwrap();
+    small.max_work_group_size = 16;
+    let small_path = dir.join("small.prof");
+    std::fs::write(&small_path, small.to_bytes()).unwrap();
+
+    // A full-profile vGPU cannot be restored where only the small one is offered.
+    let full = Backend::start();
+    let mut raw = full.raw();
+    setup(&mut raw);
+    steps(&mut raw, 0, 2);
+    let file = dir.join("full.ckpt");
+    assert_ctl_ok(&full, &["checkpoint", file.to_str().unwrap()]);
+    let limited = Backend::start_with(&["--profile", small_path.to_str().unwrap()], &[]);
+    let mut guest = limited.raw();
+    guest.open_session(3);
+    let reply = guest.batch(
+        3,
+        &[GetInfo {
+            target: 2,
+            handle: 0,
+            index: 0,
+            param: 0x1004,
+        }
+        .into()],
+    );
+    assert_eq!(
+        reply.records[0].payload,
+        16u64.to_le_bytes(),
+        "the advertised work-group limit"
+    );
+    let (ok, out) = limited.ctl(&["restore", file.to_str().unwrap()]);
+    assert!(!ok && out.contains("work-group"), "{out}");
+    // A profile the device cannot honour is refused at start.
+    let mut huge = small.clone();
+    huge.max_work_group_size = 1 << 40;
+    let huge_path = dir.join("huge.prof");
+    std::fs::write(&huge_path, huge.to_bytes()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vgpu-backend"))
+        .args([
+            "--socket",
+            dir.join("never.sock").to_str().unwrap(),
+            "--profile",
+            huge_path.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot honour"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -42,6 +42,34 @@ fn ref_count<T>(table: &HandleTable<T>, handle: u64) -> Result<Vec<u8>, Status> 
     Ok(table.ref_count(handle)?.to_le_bytes().to_vec())
 }
 
+/// A device-info value as an advertised profile gives it, for the
+/// parameters the profile holds.
+fn advertised_value(profile: &vgpu_migration::Profile, param: u32) -> Option<Vec<u8>> {
+    let size = |v: u64| v.to_le_bytes().to_vec();
+    let uint = |v: u32| v.to_le_bytes().to_vec();
+    Some(match param {
+        0x1003 => uint(profile.max_work_item_dimensions),
+        0x1004 => size(profile.max_work_group_size),
+        0x1005 => profile
+            .max_work_item_sizes
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+        0x1010 => size(profile.max_mem_alloc_size),
+        0x1017 => size(profile.max_parameter_size),
+        0x1019 => uint(profile.mem_base_addr_align),
+        0x101F => size(profile.global_mem_size),
+        0x1020 => size(profile.max_constant_buffer_size),
+        0x1023 => size(profile.local_mem_size),
+        0x1030 => {
+            let mut text = profile.extensions.join(" ").into_bytes();
+            text.push(0);
+            text
+        }
+        _ => return None,
+    })
+}
+
 impl OpenClSession {
     pub(super) fn get_info(&self, m: &GetInfo) -> Result<Vec<u8>, Status> {
         if HANDLE_VALUED.contains(&m.param) {
@@ -51,7 +79,14 @@ impl OpenClSession {
         let (h, p) = (m.handle, m.param);
         let result = match target {
             InfoTarget::Platform => cl3::platform::get_platform_data(self.platform, p),
-            InfoTarget::Device => cl3::device::get_device_data(self.device, p),
+            InfoTarget::Device => match self
+                .advertised
+                .as_deref()
+                .and_then(|a| advertised_value(a, p))
+            {
+                Some(value) => return Ok(value),
+                None => cl3::device::get_device_data(self.device, p),
+            },
             InfoTarget::Context if p == CONTEXT_REFERENCE_COUNT => {
                 return ref_count(&self.contexts, h)
             }

@@ -56,6 +56,8 @@ pub struct OpenClExecutor {
     name: String,
     /// Commands a queue may run ahead of completion (0: unbounded).
     pub queue_depth: usize,
+    /// A profile advertised instead of the device's own (`--profile`).
+    pub advertised: Option<std::sync::Arc<vgpu_migration::Profile>>,
 }
 
 // SAFETY: platform and device ids are immutable, thread-safe OpenCL handles.
@@ -110,6 +112,7 @@ impl OpenClExecutor {
                 device: *device,
                 name: name.clone(),
                 queue_depth: 0,
+                advertised: None,
             }),
             None => {
                 let list = devices
@@ -136,6 +139,14 @@ impl OpenClExecutor {
     }
 }
 
+impl OpenClExecutor {
+    fn new_session(&self) -> OpenClSession {
+        let mut session = OpenClSession::new(self.platform, self.device, self.queue_depth);
+        session.advertised = self.advertised.clone();
+        session
+    }
+}
+
 impl Executor for OpenClExecutor {
     fn describe(&self) -> String {
         format!("OpenCL: {}", self.name)
@@ -150,7 +161,10 @@ impl Executor for OpenClExecutor {
     }
 
     fn profile(&self) -> vgpu_migration::Profile {
-        profile::device_profile(self.device)
+        match &self.advertised {
+            Some(profile) => (**profile).clone(),
+            None => profile::device_profile(self.device),
+        }
     }
 
     fn restore_session(
@@ -158,15 +172,11 @@ impl Executor for OpenClExecutor {
         state: &vgpu_migration::SessionState,
     ) -> Result<super::RestoredSession, super::SnapshotError> {
         let vgpu_migration::SessionState::V1(state) = state;
-        let session = OpenClSession::new(self.platform, self.device, self.queue_depth);
+        let session = self.new_session();
         session.restore_session(state, &self.identity())
     }
 
     fn open_session(&self) -> Box<dyn ExecSession> {
-        Box::new(OpenClSession::new(
-            self.platform,
-            self.device,
-            self.queue_depth,
-        ))
+        Box::new(self.new_session())
     }
 }

@@ -24,6 +24,8 @@ pub struct OpenClSession {
     /// User events, shared with `aborter` (which may run on another thread).
     user_events: Arc<Mutex<Vec<Arc<EventEntry>>>>,
     pub(super) limits: QueueLimits,
+    /// Device-info values come from this profile where it has them.
+    pub(super) advertised: Option<Arc<vgpu_migration::Profile>>,
     /// Queues of the backend's own (initial uploads, snapshots), per context.
     pub(super) internal_queues: Vec<Arc<QueueEntry>>,
 }
@@ -54,6 +56,7 @@ impl OpenClSession {
             events: HandleTable::new(Status::INVALID_EVENT),
             user_events: Arc::new(Mutex::new(Vec::new())),
             internal_queues: Vec::new(),
+            advertised: None,
             limits: QueueLimits {
                 queue_depth,
                 ..Default::default()
