@@ -14,9 +14,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 #[derive(Debug, Parser)]
 #[command(name = "vgpu-ctl", version, about, long_about)]
 struct Args {
-    /// The backend's control socket.
+    /// The backend's control socket (every command but common-profile).
     #[arg(long, value_name = "PATH")]
-    control: PathBuf,
+    control: Option<PathBuf>,
 
     #[command(subcommand)]
     command: Command,
@@ -68,6 +68,29 @@ enum Command {
         #[arg(long)]
         vm: Option<u64>,
     },
+    /// Write the profile every device of a pool can honour (from files of
+    /// `vgpu-backend --write-profile`), for `vgpu-backend --profile`.
+    CommonProfile {
+        #[arg(required = true)]
+        profiles: Vec<PathBuf>,
+        #[arg(long, short)]
+        output: PathBuf,
+    },
+}
+
+fn common_profile(inputs: &[PathBuf], output: &std::path::Path) -> Result<(), String> {
+    let mut pool = Vec::new();
+    for path in inputs {
+        let bytes =
+            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        pool.push(
+            vgpu_migration::Profile::from_bytes(&bytes)
+                .map_err(|e| format!("{} is not a device profile: {e}", path.display()))?,
+        );
+    }
+    let common = vgpu_migration::Profile::common_subset(&pool).map_err(|e| e.to_string())?;
+    std::fs::write(output, common.to_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", output.display()))
 }
 
 fn vm_word(vm: Option<u64>) -> String {
@@ -97,11 +120,25 @@ fn command_line(command: &Command) -> Result<String, String> {
         Command::Rehome { device } => format!("rehome\t{device}"),
         Command::Pause { vm } => format!("pause\t{}", vm_word(*vm)),
         Command::Resume { vm } => format!("resume\t{}", vm_word(*vm)),
+        Command::CommonProfile { .. } => unreachable!("handled without a backend"),
     })
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Command::CommonProfile { profiles, output } = &args.command {
+        return match common_profile(profiles, output) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("vgpu-ctl: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let Some(control) = args.control.clone() else {
+        eprintln!("vgpu-ctl: --control PATH is required for this command");
+        return ExitCode::from(2);
+    };
     let line = match command_line(&args.command) {
         Ok(line) => line,
         Err(e) => {
@@ -110,7 +147,7 @@ fn main() -> ExitCode {
         }
     };
     let result = (|| -> std::io::Result<String> {
-        let mut stream = UnixStream::connect(&args.control)?;
+        let mut stream = UnixStream::connect(&control)?;
         writeln!(stream, "{line}")?;
         for answer in BufReader::new(stream).lines() {
             let answer = answer?;
@@ -134,7 +171,7 @@ fn main() -> ExitCode {
             }
         }
         Err(e) => {
-            eprintln!("vgpu-ctl: cannot talk to {}: {e}", args.control.display());
+            eprintln!("vgpu-ctl: cannot talk to {}: {e}", control.display());
             ExitCode::FAILURE
         }
     }
