@@ -51,6 +51,13 @@ pub struct ByteStream {
 }
 
 impl ByteStream {
+    /// A stream of one segment.
+    pub fn from_segment(segment: Segment) -> ByteStream {
+        let mut stream = ByteStream::default();
+        stream.push(segment);
+        stream
+    }
+
     fn push(&mut self, segment: Segment) {
         self.len += segment.len as u64;
         self.segments.push(segment);

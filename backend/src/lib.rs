@@ -7,6 +7,7 @@ pub mod control;
 pub mod device;
 pub mod executor;
 pub mod handles;
+pub mod harness;
 pub mod migrate;
 pub mod ratelimit;
 pub mod server;
