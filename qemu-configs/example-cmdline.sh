@@ -58,7 +58,9 @@ cmd=(
 )
 
 if [[ ${DRY_RUN:-0} == 1 ]]; then
-    printf '%q ' "${cmd[@]}"
+    for a in "${cmd[@]}"; do
+        if [[ $a =~ ^[][A-Za-z0-9_,.=:/+@-]+$ ]]; then printf '%s ' "$a"; else printf "'%s' " "$a"; fi
+    done
     echo
 else
     exec "${cmd[@]}"
