@@ -50,6 +50,23 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub queue_depth: usize,
 
+    /// Device memory one VM may allocate, e.g. 4G or 512M (0: no limit).
+    #[arg(long, value_name = "SIZE", default_value = "0", value_parser = parse_size)]
+    pub max_memory: u64,
+
+    /// Objects (contexts, queues, buffers, programs, kernels, events) one
+    /// VM may hold (0: no limit).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_objects: u64,
+
+    /// Descriptor chains one VM may have in flight (0: no limit).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_in_flight: u64,
+
+    /// Messages one batch may carry (0: the protocol's limit, 4096).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_batch: u64,
+
     /// Start from a checkpoint written by `vgpu-ctl checkpoint`: the first
     /// front-end that connects gets the checkpoint's vGPU (a loopback
     /// program reconnecting after a backend restart resumes its session).
@@ -98,6 +115,7 @@ pub struct Config {
     pub queue_depth: usize,
     pub restore: Option<PathBuf>,
     pub profile: Option<PathBuf>,
+    pub limits: crate::quota::Limits,
 }
 
 /// One device to serve.
@@ -144,6 +162,24 @@ pub fn parse_device(spec: &str) -> Result<DeviceSelector, ConfigError> {
     }
 }
 
+/// A byte count with an optional K, M, G or T suffix (powers of 1024).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (digits, shift) = match text.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&text[..text.len() - 1], 10),
+        Some('M') => (&text[..text.len() - 1], 20),
+        Some('G') => (&text[..text.len() - 1], 30),
+        Some('T') => (&text[..text.len() - 1], 40),
+        _ => (text, 0),
+    };
+    let value: u64 = digits.parse().map_err(|_| {
+        format!("invalid size {text:?}: expected a number with an optional K, M, G or T suffix")
+    })?;
+    value
+        .checked_mul(1u64 << shift)
+        .ok_or(format!("size {text:?} is too large"))
+}
+
 pub fn parse_log_level(level: &str) -> Result<log::LevelFilter, ConfigError> {
     match level.to_ascii_lowercase().as_str() {
         "error" => Ok(log::LevelFilter::Error),
@@ -170,6 +206,12 @@ impl TryFrom<Args> for Config {
             queue_depth: args.queue_depth,
             restore: args.restore,
             profile: args.profile,
+            limits: crate::quota::Limits {
+                memory_bytes: args.max_memory,
+                objects: args.max_objects,
+                in_flight: args.max_in_flight,
+                batch_messages: args.max_batch,
+            },
         })
     }
 }
@@ -218,6 +260,15 @@ mod tests {
             let err = parse_spec(spec).unwrap_err();
             assert!(err.to_string().contains(spec), "{err}");
         }
+    }
+
+    #[test]
+    fn sizes_parse_with_suffixes() {
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("4g"), Ok(4 << 30));
+        assert_eq!(parse_size("1000"), Ok(1000));
+        assert!(parse_size("lots").unwrap_err().contains("lots"));
+        assert!(parse_size("99999999999T").is_err());
     }
 
     #[test]

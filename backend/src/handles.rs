@@ -5,9 +5,13 @@ use std::sync::Arc;
 
 use vgpu_protocol::Status;
 
+use crate::quota::{Charge, Quota};
+
 struct Entry<T> {
     object: Arc<T>,
     refs: u32,
+    /// The VM's object quota, given back when the handle goes.
+    _charge: Option<Charge>,
 }
 
 /// Guest handle → host object, for one object kind of one session. Handles
@@ -16,6 +20,7 @@ pub struct HandleTable<T> {
     entries: HashMap<u64, Entry<T>>,
     /// The status a lookup of an unknown handle yields (`CL_INVALID_MEM_OBJECT`, ...).
     invalid: Status,
+    quota: Option<Arc<Quota>>,
 }
 
 impl<T> HandleTable<T> {
@@ -23,7 +28,21 @@ impl<T> HandleTable<T> {
         HandleTable {
             entries: HashMap::new(),
             invalid,
+            quota: None,
         }
+    }
+
+    /// Counts this table's objects against a VM's quota from now on (and
+    /// the ones it already holds, as far as the quota allows).
+    pub fn set_quota(&mut self, quota: Arc<Quota>) {
+        for entry in self.entries.values_mut() {
+            entry._charge = quota.charge_object().ok();
+        }
+        self.quota = Some(quota);
+    }
+
+    fn charge(&self) -> Result<Option<Charge>, Status> {
+        self.quota.as_ref().map(|q| q.charge_object()).transpose()
     }
 
     pub fn len(&self) -> usize {
@@ -43,12 +62,14 @@ impl<T> HandleTable<T> {
         if handle == 0 || self.entries.contains_key(&handle) {
             return Err(Status::INVALID_VALUE);
         }
+        let charge = self.charge()?;
         let object = Arc::new(object);
         self.entries.insert(
             handle,
             Entry {
                 object: object.clone(),
                 refs: 1,
+                _charge: charge,
             },
         );
         Ok(object)
@@ -60,7 +81,15 @@ impl<T> HandleTable<T> {
         if handle == 0 || refs == 0 || self.entries.contains_key(&handle) {
             return Err(Status::INVALID_VALUE);
         }
-        self.entries.insert(handle, Entry { object, refs });
+        let charge = self.charge()?;
+        self.entries.insert(
+            handle,
+            Entry {
+                object,
+                refs,
+                _charge: charge,
+            },
+        );
         Ok(())
     }
 
@@ -135,6 +164,22 @@ mod tests {
         assert_eq!(table.insert(0, 1).err(), Some(Status::INVALID_VALUE));
         table.insert(1, 1).unwrap();
         assert_eq!(table.insert(1, 2).err(), Some(Status::INVALID_VALUE));
+    }
+
+    #[test]
+    fn the_object_quota_refuses_inserts_and_frees_on_release() {
+        let quota = Quota::new(crate::quota::Limits {
+            objects: 1,
+            ..Default::default()
+        });
+        let mut table = HandleTable::new(Status::INVALID_MEM_OBJECT);
+        table.set_quota(quota.clone());
+        table.insert(1, ()).unwrap();
+        assert_eq!(table.insert(2, ()).err(), Some(Status::OUT_OF_RESOURCES));
+        table.release(1).unwrap();
+        table.insert(2, ()).unwrap();
+        drop(table);
+        assert_eq!(quota.objects_used(), 0);
     }
 
     #[test]

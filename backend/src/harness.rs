@@ -24,7 +24,7 @@ impl InProcess {
     pub fn new(executors: &[Arc<dyn Executor>]) -> InProcess {
         let mem =
             GuestRam::from_ranges(&[(GuestAddress(0), MEMORY)]).expect("anonymous guest memory");
-        let exec = ExecSessions::open(executors);
+        let exec = ExecSessions::open(executors, &crate::quota::Quota::new(Default::default()));
         InProcess {
             state: SessionState {
                 exec,

@@ -9,6 +9,7 @@ pub mod executor;
 pub mod handles;
 pub mod harness;
 pub mod migrate;
+pub mod quota;
 pub mod ratelimit;
 pub mod server;
 pub mod session;

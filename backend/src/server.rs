@@ -47,6 +47,8 @@ pub struct Registry {
     shutdowns: Mutex<Vec<vhost_user_backend::ShutdownHandle>>,
     executors: std::sync::RwLock<Vec<Arc<dyn Executor>>>,
     queue_depth: usize,
+    /// Per-VM limits.
+    limits: crate::quota::Limits,
     /// The profile given with --profile, kept by re-homed devices.
     advertised: Option<Arc<vgpu_migration::Profile>>,
     /// A checkpoint the next front-end starts from (`--restore`).
@@ -194,6 +196,7 @@ pub fn run(config: Config) -> Result<(), ServerError> {
     let registry = Arc::new(Registry {
         executors: std::sync::RwLock::new(executors.clone()),
         queue_depth: config.queue_depth,
+        limits: config.limits,
         advertised,
         pending_restore: Mutex::new(config.restore.clone()),
         ..Default::default()
@@ -297,7 +300,7 @@ fn remove_socket(path: &Path) {
 
 fn accept_loop(listener: &mut Listener, registry: &Arc<Registry>) -> Result<(), ServerError> {
     while !SHUTDOWN.load(Ordering::SeqCst) {
-        let vgpu = Vgpu::new(registry.executors());
+        let vgpu = Vgpu::with_limits(registry.executors(), registry.limits);
         let pending = registry
             .pending_restore
             .lock()

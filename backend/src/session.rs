@@ -10,6 +10,7 @@ use vgpu_protocol::{decode, Request, Status, Wire};
 
 use crate::chain::ResolvedChain;
 use crate::executor::{ExecSession, Executor};
+use crate::quota::Quota;
 
 /// One session's part on each executor.
 pub struct ExecSessions {
@@ -18,10 +19,13 @@ pub struct ExecSessions {
 }
 
 impl ExecSessions {
-    pub fn open(executors: &[Arc<dyn Executor>]) -> ExecSessions {
+    pub fn open(executors: &[Arc<dyn Executor>], quota: &Arc<Quota>) -> ExecSessions {
+        let mut sessions: Vec<Box<dyn ExecSession>> =
+            executors.iter().map(|e| e.open_session()).collect();
+        sessions.iter_mut().for_each(|s| s.set_quota(quota.clone()));
         ExecSessions {
             executors: executors.to_vec(),
-            sessions: executors.iter().map(|e| e.open_session()).collect(),
+            sessions,
         }
     }
 
@@ -29,9 +33,11 @@ impl ExecSessions {
     pub fn with_session(
         executors: &[Arc<dyn Executor>],
         index: usize,
-        session: Box<dyn ExecSession>,
+        mut session: Box<dyn ExecSession>,
+        quota: &Arc<Quota>,
     ) -> ExecSessions {
-        let mut all = ExecSessions::open(executors);
+        let mut all = ExecSessions::open(executors, quota);
+        session.set_quota(quota.clone());
         all.sessions[index] = session;
         all
     }

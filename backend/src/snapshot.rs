@@ -223,7 +223,12 @@ pub fn restore<R: Read>(vgpu: &Arc<Vgpu>, input: R) -> Result<Report, Error> {
     let (restored, profile) = load(input, &executors[index], &mut report)?;
     let sessions = restored
         .into_iter()
-        .map(|(id, r)| (id, ExecSessions::with_session(&executors, index, r.session)))
+        .map(|(id, r)| {
+            (
+                id,
+                ExecSessions::with_session(&executors, index, r.session, vgpu.quota()),
+            )
+        })
         .collect();
     vgpu.replace_sessions(sessions);
     vgpu.set_profile_seen(profile);
@@ -282,9 +287,10 @@ pub fn rehome(vgpu: &Arc<Vgpu>, to: Arc<dyn Executor>) -> Result<Report, Error> 
         for (_, session) in sessions.iter_mut() {
             if session.opened && !session.closed {
                 let restored = rebuilt.next().expect("one per saved session");
-                session.exec = ExecSessions::with_session(&executors, index, restored.session);
+                session.exec =
+                    ExecSessions::with_session(&executors, index, restored.session, vgpu.quota());
             } else {
-                session.exec = ExecSessions::open(&executors);
+                session.exec = ExecSessions::open(&executors, vgpu.quota());
             }
         }
         Ok(report)

@@ -13,6 +13,7 @@ use vgpu_protocol::{opcode, Status};
 
 use crate::chain::ResolvedChain;
 use crate::executor::Executor;
+use crate::quota::{Limits, Quota};
 use crate::session::{ExecSessions, SessionState};
 
 /// Most sessions one VM may hold.
@@ -56,12 +57,19 @@ pub struct Vgpu {
     profile_seen: Mutex<Option<Profile>>,
     /// Chains accepted and not yet returned.
     in_flight: Arc<(Mutex<usize>, std::sync::Condvar)>,
+    quota: Arc<Quota>,
 }
 
 impl Vgpu {
     /// A vGPU whose calls go to the first executor that serves their opcode.
     pub fn new(executors: Vec<Arc<dyn Executor>>) -> Arc<Vgpu> {
+        Vgpu::with_limits(executors, Limits::default())
+    }
+
+    /// A vGPU held to per-VM limits.
+    pub fn with_limits(executors: Vec<Arc<dyn Executor>>, limits: Limits) -> Arc<Vgpu> {
         Arc::new(Vgpu {
+            quota: Quota::new(limits),
             executors: RwLock::new(executors),
             warnings: Default::default(),
             sessions: Mutex::new(HashMap::new()),
@@ -73,6 +81,10 @@ impl Vgpu {
 
     pub(crate) fn sessions(&self) -> MutexGuard<'_, HashMap<u64, SessionWorker>> {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn quota(&self) -> &Arc<Quota> {
+        &self.quota
     }
 
     pub fn executors(&self) -> Vec<Arc<dyn Executor>> {
@@ -204,7 +216,16 @@ impl Vgpu {
 
     /// Accepts a chain from the vring: counted in flight until returned.
     pub fn accept(self: &Arc<Self>, chain: ResolvedChain, done: Completion) {
-        *self.in_flight.0.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        {
+            let mut count = self.in_flight.0.lock().unwrap_or_else(|e| e.into_inner());
+            let limit = self.quota.limits.in_flight;
+            if limit != 0 && *count as u64 >= limit {
+                drop(count);
+                crate::guest_warn!(self.warnings, "refusing a chain: {limit} already in flight");
+                return complete(chain, ReplyBuilder::refused(Status::OUT_OF_RESOURCES), done);
+            }
+            *count += 1;
+        }
         let in_flight = self.in_flight.clone();
         self.submit(
             chain,
@@ -237,6 +258,15 @@ impl Vgpu {
                 return complete(chain, reply, done);
             }
         };
+        let batch_limit = self.quota.limits.batch_messages;
+        if batch_limit != 0 && u64::from(header.count) > batch_limit {
+            crate::guest_warn!(
+                self.warnings,
+                "refusing a batch of {} messages (limit {batch_limit})",
+                header.count
+            );
+            return complete(chain, ReplyBuilder::refused(Status::OUT_OF_RESOURCES), done);
+        }
         let opcodes = scan_opcodes(&chain.request);
         let opens = opcodes.first() == Some(&opcode::OpenSession);
         let closes = opcodes.contains(&opcode::CloseSession);
@@ -259,7 +289,7 @@ impl Vgpu {
                 drop(sessions);
                 return complete(chain, ReplyBuilder::refused(Status::OUT_OF_RESOURCES), done);
             }
-            let exec = ExecSessions::open(&self.executors());
+            let exec = ExecSessions::open(&self.executors(), &self.quota);
             let worker = self.spawn_worker(
                 header.session,
                 SessionState {

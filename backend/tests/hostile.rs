@@ -511,3 +511,215 @@ fn guest_bytes_are_never_taken_for_a_buffer_argument() {
     );
     assert!(backend.is_running());
 }
+
+#[test]
+fn per_vm_quotas_refuse_with_out_of_resources_and_free_on_release() {
+    let backend = Backend::start_with(
+        &[
+            "--max-memory",
+            "1M",
+            "--max-objects",
+            "4",
+            "--max-batch",
+            "8",
+        ],
+        &[],
+    );
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    let mut other_vm = backend.raw();
+    other_vm.open_session(1);
+    let buffer = |mem: u64, size: u64| -> Request {
+        CreateBuffer {
+            mem,
+            context: 1,
+            flags: 1,
+            size,
+            init: DataRef::NONE,
+        }
+        .into()
+    };
+    assert_eq!(
+        one_status(
+            &mut raw,
+            1,
+            CreateContext {
+                context: 1,
+                properties: vec![]
+            }
+            .into()
+        ),
+        Status::SUCCESS
+    );
+    assert_eq!(
+        one_status(&mut raw, 1, buffer(2, 2 << 20)),
+        Status::OUT_OF_RESOURCES,
+        "over the memory quota"
+    );
+    assert_eq!(
+        one_status(&mut raw, 1, buffer(2, 600 << 10)),
+        Status::SUCCESS
+    );
+    assert_eq!(
+        one_status(&mut raw, 1, buffer(3, 600 << 10)),
+        Status::OUT_OF_RESOURCES
+    );
+    assert_eq!(
+        one_status(
+            &mut raw,
+            1,
+            Release {
+                kind: ObjectKind::Mem as u32,
+                handle: 2
+            }
+            .into()
+        ),
+        Status::SUCCESS
+    );
+    assert_eq!(
+        one_status(&mut raw, 1, buffer(3, 600 << 10)),
+        Status::SUCCESS,
+        "memory came back on release"
+    );
+    // Objects: context and buffer 3 held; two more fit, the fifth does not.
+    assert_eq!(
+        one_status(
+            &mut raw,
+            1,
+            CreateUserEvent {
+                event: 4,
+                context: 1
+            }
+            .into()
+        ),
+        Status::SUCCESS
+    );
+    assert_eq!(
+        one_status(
+            &mut raw,
+            1,
+            CreateUserEvent {
+                event: 5,
+                context: 1
+            }
+            .into()
+        ),
+        Status::SUCCESS
+    );
+    assert_eq!(
+        one_status(
+            &mut raw,
+            1,
+            CreateUserEvent {
+                event: 6,
+                context: 1
+            }
+            .into()
+        ),
+        Status::OUT_OF_RESOURCES
+    );
+    // Quotas are per VM: another front-end has its own.
+    assert_eq!(
+        one_status(
+            &mut other_vm,
+            1,
+            CreateContext {
+                context: 1,
+                properties: vec![]
+            }
+            .into()
+        ),
+        Status::SUCCESS
+    );
+    assert_eq!(
+        one_status(&mut other_vm, 1, buffer(2, 900 << 10)),
+        Status::SUCCESS
+    );
+    // A batch over the message limit is refused whole.
+    let pings: Vec<Request> = (0..9).map(|_| Ping {}.into()).collect();
+    assert_eq!(raw.batch(1, &pings).status, Status::OUT_OF_RESOURCES);
+    assert_eq!(raw.batch(1, &pings[..8]).status, Status::SUCCESS);
+}
+
+#[test]
+fn released_handles_are_unknown_and_racing_releases_free_once() {
+    let backend = Backend::start();
+    let client = std::sync::Arc::new(backend.client());
+    let context = client.new_handle();
+    client
+        .call(
+            CreateContext {
+                context,
+                properties: vec![],
+            }
+            .into(),
+        )
+        .unwrap();
+    let mems: Vec<u64> = (0..64).map(|_| client.new_handle()).collect();
+    for &mem in &mems {
+        client
+            .call(
+                CreateBuffer {
+                    mem,
+                    context,
+                    flags: 1,
+                    size: 64,
+                    init: DataRef::NONE,
+                }
+                .into(),
+            )
+            .unwrap();
+    }
+    // Two guest threads release every buffer at the same time: each release
+    // succeeds exactly once, the loser gets CL_INVALID_MEM_OBJECT.
+    let racers: Vec<_> = (0..2)
+        .map(|_| {
+            let (client, mems) = (client.clone(), mems.clone());
+            std::thread::spawn(move || {
+                mems.iter()
+                    .map(|&handle| {
+                        client.call(
+                            Release {
+                                kind: ObjectKind::Mem as u32,
+                                handle,
+                            }
+                            .into(),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let results: Vec<Vec<_>> = racers.into_iter().map(|t| t.join().unwrap()).collect();
+    for (i, (a, b)) in results[0].iter().zip(&results[1]).enumerate() {
+        let outcomes = [a, b];
+        assert_eq!(
+            outcomes.iter().filter(|r| r.is_ok()).count(),
+            1,
+            "buffer {i}: {outcomes:?}"
+        );
+        assert!(outcomes.contains(&&Err(Status::INVALID_MEM_OBJECT)));
+    }
+    // Use after release.
+    let fill = EnqueueFillBuffer {
+        queue: 0,
+        mem: mems[0],
+        pattern: vec![1],
+        offset: 0,
+        size: 64,
+        wait: vec![],
+        event: 0,
+    };
+    assert!(client.call(fill.into()).is_err());
+    let info = GetInfo {
+        target: vgpu_protocol::InfoTarget::Mem as u32,
+        handle: mems[0],
+        index: 0,
+        param: 0x1102,
+    };
+    assert_eq!(client.call(info.into()), Err(Status::INVALID_MEM_OBJECT));
+    let counts = SessionStatsReply::from_bytes(&client.call(SessionStats {}.into()).unwrap())
+        .unwrap()
+        .counts;
+    assert_eq!(counts[ObjectKind::Mem.index()], 0);
+}

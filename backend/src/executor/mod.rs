@@ -124,6 +124,10 @@ pub trait ExecSession: Send {
         Err(SnapshotError::Unsupported("this executor's sessions"))
     }
 
+    /// Counts the session's objects and device memory against its VM's
+    /// quota (those it holds already too).
+    fn set_quota(&mut self, _quota: std::sync::Arc<crate::quota::Quota>) {}
+
     /// Whether the session holds any object (an empty one need not be saved).
     fn is_empty(&self) -> bool {
         self.object_counts().iter().all(|n| *n == 0)

@@ -128,6 +128,11 @@ impl OpenClSession {
             host_flags |= CL_MEM_COPY_HOST_PTR;
         }
         let len = usize::try_from(size).map_err(|_| Status::INVALID_BUFFER_SIZE)?;
+        let charge = self
+            .quota
+            .as_ref()
+            .map(|q| q.charge_memory(size))
+            .transpose()?;
         let host_ptr = init.unwrap_or(std::ptr::null_mut());
         // SAFETY: with COPY_HOST_PTR, `host_ptr` points at `size` readable
         // bytes (the caller's contract); otherwise it is NULL.
@@ -141,6 +146,7 @@ impl OpenClSession {
             flags,
             context,
             parent: None,
+            charge: std::sync::Mutex::new(charge),
         })
     }
 
@@ -215,6 +221,7 @@ impl OpenClSession {
             flags,
             context: parent.context.clone(),
             parent: Some((parent, origin)),
+            charge: std::sync::Mutex::new(None),
         })
     }
 

@@ -71,6 +71,8 @@ pub struct HostMem {
     pub context: Arc<ContextEntry>,
     /// A sub-buffer keeps its parent alive; `origin` is its offset there.
     pub parent: Option<(Arc<HostMem>, u64)>,
+    /// Device memory charged to the VM's quota (top-level buffers).
+    pub charge: std::sync::Mutex<Option<crate::quota::Charge>>,
 }
 
 // SAFETY: see `host_object!`.

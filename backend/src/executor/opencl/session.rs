@@ -24,6 +24,8 @@ pub struct OpenClSession {
     /// User events, shared with `aborter` (which may run on another thread).
     user_events: Arc<Mutex<Vec<Arc<EventEntry>>>>,
     pub(super) limits: QueueLimits,
+    /// The VM's quota, when it has one.
+    pub(super) quota: Option<Arc<crate::quota::Quota>>,
     /// Device-info values come from this profile where it has them.
     pub(super) advertised: Option<Arc<vgpu_migration::Profile>>,
     /// Queues of the backend's own (initial uploads, snapshots), per context.
@@ -57,6 +59,7 @@ impl OpenClSession {
             user_events: Arc::new(Mutex::new(Vec::new())),
             internal_queues: Vec::new(),
             advertised: None,
+            quota: None,
             limits: QueueLimits {
                 queue_depth,
                 ..Default::default()
@@ -191,6 +194,22 @@ impl ExecSession for OpenClSession {
         counts[ObjectKind::Kernel.index()] = self.kernels.len() as u64;
         counts[ObjectKind::Event.index()] = self.events.len() as u64;
         counts
+    }
+
+    fn set_quota(&mut self, quota: Arc<crate::quota::Quota>) {
+        for (_, mem, _) in self.mems.entries() {
+            if mem.parent.is_none() {
+                *mem.charge.lock().unwrap_or_else(|e| e.into_inner()) =
+                    quota.charge_memory(mem.size).ok();
+            }
+        }
+        self.contexts.set_quota(quota.clone());
+        self.queues.set_quota(quota.clone());
+        self.mems.set_quota(quota.clone());
+        self.programs.set_quota(quota.clone());
+        self.kernels.set_quota(quota.clone());
+        self.events.set_quota(quota.clone());
+        self.quota = Some(quota);
     }
 
     fn save(
