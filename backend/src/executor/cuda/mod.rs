@@ -141,3 +141,23 @@ impl Executor for CudaExecutor {
         Box::new(CudaSession::new(self.shared.clone()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opening_without_a_gpu_is_an_error_not_a_panic() {
+        match CudaExecutor::open(0) {
+            Ok(executor) => {
+                assert!(executor.serves(0x2040));
+                assert!(!executor.serves(0x1037));
+            }
+            Err(e) => println!("skipped: no CUDA device ({e})"),
+        }
+        assert!(matches!(
+            CudaExecutor::open(u32::MAX),
+            Err(CudaError::NoDevice { .. } | CudaError::Driver(_))
+        ));
+    }
+}

@@ -57,17 +57,14 @@ mod tests {
     fn names_and_strings_of_known_and_unknown_codes() {
         let mut name: *const c_char = std::ptr::null();
         // SAFETY: `name` is a valid output pointer.
-        assert_eq!(unsafe { cuGetErrorName(801, &mut name) }, 0);
+        let code = unsafe { cuGetErrorName(801, &mut name) };
+        assert_eq!(code, 0);
         // SAFETY: the library returned a static C string.
-        assert_eq!(
-            unsafe { CStr::from_ptr(name) }.to_str(),
-            Ok("CUDA_ERROR_NOT_SUPPORTED")
-        );
-        // SAFETY: as above.
-        assert_eq!(
-            unsafe { cuGetErrorString(12345, &mut name) },
-            result::ERROR_INVALID_VALUE
-        );
+        let text = unsafe { CStr::from_ptr(name) };
+        assert_eq!(text.to_str(), Ok("CUDA_ERROR_NOT_SUPPORTED"));
+        // SAFETY: `name` is a valid output pointer.
+        let code = unsafe { cuGetErrorString(12345, &mut name) };
+        assert_eq!(code, result::ERROR_INVALID_VALUE);
         assert!(name.is_null());
     }
 }

@@ -1,0 +1,74 @@
+/* Native vs vgpu figures: call round trip, kernel launch rate, and
+ * host<->device bandwidth from pageable (malloc) and page-locked
+ * (cuMemAllocHost) memory. Prints one "bench key value unit" line each. */
+#include "common.h"
+
+static void bandwidth(const char *what, void *host, CUdeviceptr dev, size_t bytes, int iters) {
+    double t = now_s();
+    for (int i = 0; i < iters; i++) CHECK(cuMemcpyHtoD(dev, host, bytes));
+    CHECK(cuCtxSynchronize());
+    double up = bytes * (double)iters / (now_s() - t) / 1e9;
+    t = now_s();
+    for (int i = 0; i < iters; i++) CHECK(cuMemcpyDtoH(host, dev, bytes));
+    double down = bytes * (double)iters / (now_s() - t) / 1e9;
+    printf("bench htod_%s %.2f GB/s\n", what, up);
+    printf("bench dtoh_%s %.2f GB/s\n", what, down);
+}
+
+int main(int argc, char **argv) {
+    const char *image = argc > 1 ? argv[1] : "kernels.ptx";
+    CUdevice dev;
+    CUmodule mod;
+    setup(&dev, image, &mod);
+    CUfunction empty, scale;
+    CHECK(cuModuleGetFunction(&empty, mod, "empty"));
+    CHECK(cuModuleGetFunction(&scale, mod, "scale"));
+
+    /* Round trip: a synchronize with nothing pending. */
+    const int calls = 20000;
+    CHECK(cuCtxSynchronize());
+    double t = now_s();
+    for (int i = 0; i < calls; i++) CHECK(cuCtxSynchronize());
+    printf("bench round_trip %.2f us\n", (now_s() - t) / calls * 1e6);
+
+    /* Launch rate: many small launches, then one synchronize. */
+    const int launches = 200000;
+    for (int i = 0; i < 1000; i++) CHECK(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+    CHECK(cuCtxSynchronize());
+    t = now_s();
+    for (int i = 0; i < launches; i++) CHECK(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+    CHECK(cuCtxSynchronize());
+    printf("bench launch_rate_noargs %.0f launches/s\n", launches / (now_s() - t));
+    CUdeviceptr x;
+    int n = 1024;
+    float f = 1.0f;
+    CHECK(cuMemAlloc(&x, n * sizeof(float)));
+    void *args[] = {&x, &f, &n};
+    t = now_s();
+    for (int i = 0; i < launches; i++) CHECK(cuLaunchKernel(scale, 4, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+    CHECK(cuCtxSynchronize());
+    printf("bench launch_rate_3args %.0f launches/s\n", launches / (now_s() - t));
+
+    size_t sizes[] = {1 << 20, 64 << 20};
+    for (int k = 0; k < 2; k++) {
+        size_t bytes = sizes[k];
+        int iters = bytes >= (64 << 20) ? 20 : 200;
+        CUdeviceptr d;
+        CHECK(cuMemAlloc(&d, bytes));
+        void *pageable = malloc(bytes);
+        memset(pageable, 1, bytes);
+        void *pinned;
+        CHECK(cuMemAllocHost(&pinned, bytes));
+        memset(pinned, 2, bytes);
+        char tag[64];
+        snprintf(tag, sizeof tag, "pageable_%zuMiB", bytes >> 20);
+        bandwidth(tag, pageable, d, bytes, iters);
+        snprintf(tag, sizeof tag, "pinned_%zuMiB", bytes >> 20);
+        bandwidth(tag, pinned, d, bytes, iters);
+        CHECK(cuMemFreeHost(pinned));
+        free(pageable);
+        CHECK(cuMemFree(d));
+    }
+    printf("ok\n");
+    return 0;
+}

@@ -1,0 +1,46 @@
+// Kernels of the CUDA driver-API tests: built to PTX, a fat binary and a
+// cubin on the GPU machine, and loaded by the C programs with cuModuleLoad*.
+extern "C" {
+
+__global__ void vec_add(const float *a, const float *b, float *c, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+
+#define TILE 16
+__global__ void matmul(const float *a, const float *b, float *c, int n) {
+    __shared__ float ta[TILE][TILE];
+    __shared__ float tb[TILE][TILE];
+    int row = blockIdx.y * TILE + threadIdx.y;
+    int col = blockIdx.x * TILE + threadIdx.x;
+    float acc = 0.0f;
+    for (int t = 0; t < (n + TILE - 1) / TILE; t++) {
+        int ac = t * TILE + threadIdx.x, br = t * TILE + threadIdx.y;
+        ta[threadIdx.y][threadIdx.x] = (row < n && ac < n) ? a[row * n + ac] : 0.0f;
+        tb[threadIdx.y][threadIdx.x] = (br < n && col < n) ? b[br * n + col] : 0.0f;
+        __syncthreads();
+        for (int k = 0; k < TILE; k++) acc += ta[threadIdx.y][k] * tb[k][threadIdx.x];
+        __syncthreads();
+    }
+    if (row < n && col < n) c[row * n + col] = acc;
+}
+
+__global__ void scale(float *x, float f, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = x[i] * f + 1.0f;
+}
+
+__device__ int counter;
+__device__ float table[256];
+
+__global__ void use_globals(float *out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        out[i] = table[i % 256] * 2.0f;
+        atomicAdd(&counter, 1);
+    }
+}
+
+__global__ void empty(void) {}
+
+}

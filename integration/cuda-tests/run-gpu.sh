@@ -1,0 +1,73 @@
+#!/bin/bash
+# CUDA driver-API tests and benchmarks, native vs vgpu loopback, on a host
+# with an NVIDIA GPU and nvcc. Usage: run-gpu.sh BIN_DIR OUT_DIR
+#   BIN_DIR holds vgpu-backend, libvgpu_cuda.so and (optionally)
+#   cudarc-check, built on a development machine.
+# Prints "skipped: no CUDA device" and exits 0 where there is no GPU.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+bin=$(cd "${1:?BIN_DIR}" && pwd)
+out=${2:?OUT_DIR}
+mkdir -p "$out"
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1 || ! command -v nvcc >/dev/null; then
+    echo "skipped: no CUDA device"
+    exit 0
+fi
+work=$(mktemp -d)
+cd "$work"
+nvidia-smi -L; nvcc --version | tail -1
+grep -E '^#define (cuCtxCreate|cuMemAlloc|cuMemcpyHtoD|cuEventElapsedTime|cuGetProcAddress|cuDeviceGetUuid|cuCtxDestroy|cuStreamDestroy) ' \
+    "$(dirname "$(command -v nvcc)")/../include/cuda.h" | sed 's/^/header: /'
+
+# Kernels as PTX, a fat binary (sm_90 + PTX) and a cubin; the C programs.
+cp "$here"/*.c "$here"/*.h "$here"/kernels.cu .
+nvcc -ptx -arch=sm_90 kernels.cu -o kernels.ptx &&
+nvcc -fatbin -gencode arch=compute_90,code='[sm_90,compute_90]' kernels.cu -o kernels.fatbin &&
+nvcc -cubin -arch=sm_90 kernels.cu -o kernels.cubin || { echo "FAIL: nvcc kernels"; exit 1; }
+for p in vecadd matmul streams globals bench isolation; do
+    nvcc -O2 -o $p $p.c -lcuda || { echo "FAIL: nvcc $p"; exit 1; }
+done
+
+mkdir -p lib
+ln -sf "$bin/libvgpu_cuda.so" lib/libcuda.so.1
+ln -sf "$bin/libvgpu_cuda.so" lib/libcuda.so
+for p in vecadd matmul streams globals bench isolation; do
+    missing=$(comm -23 <(nm -D --undefined-only $p | awk '{print $2}' | grep '^cu' | sort -u) \
+                       <(nm -D --defined-only "$bin/libvgpu_cuda.so" | awk '{print $3}' | sort -u))
+    [ -n "$missing" ] && echo "$p needs symbols the library lacks: $missing"
+done
+
+sock=$work/vgpu.sock
+RUST_LOG=info "$bin/vgpu-backend" --socket "$sock" --device cuda:0 >"$out/backend.log" 2>&1 &
+backend=$!
+for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
+vgpu() { LD_LIBRARY_PATH=$work/lib VGPU_SOCKET=$sock VGPU_LOOPBACK_MEM_MB=512 "$@"; }
+
+pass=0; fail=0
+compare() {  # name, command...
+    local name=$1; shift
+    local native vgpu_out
+    native=$(timeout 120 "$@" 2>&1); local rn=$?
+    vgpu_out=$(vgpu timeout 120 "$@" 2>&1); local rv=$?
+    if [ $rn -eq 0 ] && [ $rv -eq 0 ] && [ "$native" == "$vgpu_out" ]; then
+        echo "PASS $name"; pass=$((pass + 1))
+    else
+        echo "FAIL $name (native rc=$rn, vgpu rc=$rv)"; fail=$((fail + 1))
+        diff <(echo "$native") <(echo "$vgpu_out") | head -20
+    fi
+    echo "$vgpu_out" | sed "s/^/  $name: /"
+}
+compare vecadd ./vecadd kernels.ptx
+compare matmul-ptx ./matmul kernels.ptx
+compare matmul-fatbin ./matmul kernels.fatbin
+compare streams ./streams kernels.ptx
+compare globals-ptx ./globals kernels.ptx
+compare globals-fatbin ./globals kernels.fatbin
+compare globals-cubin ./globals kernels.cubin
+[ -x "$bin/cudarc-check" ] && compare cudarc "$bin/cudarc-check" kernels.ptx
+if vgpu ./isolation kernels.ptx; then echo "PASS isolation"; pass=$((pass + 1)); else echo "FAIL isolation"; fail=$((fail + 1)); fi
+echo "$pass passed, $fail failed"
+
+echo "== native"; ./bench kernels.ptx | tee "$out/bench-native.txt"
+echo "== vgpu"; vgpu ./bench kernels.ptx | tee "$out/bench-vgpu.txt"
+kill "$backend"; wait "$backend" 2>/dev/null
