@@ -64,9 +64,66 @@ struct vgpu_wait {
 	__s64 timeout_ms; /* in: < 0 waits forever */
 };
 
+/*
+ * TEST ONLY: VGPU_IOC_RAW_RING hands the device hand-made descriptor chains,
+ * so a test can check that malformed chains from a guest cannot hurt the
+ * back-end. It needs the module parameter raw_ring_test=1 (also writable at
+ * run time: /sys/module/virtio_vgpu/parameters/raw_ring_test) and
+ * CAP_SYS_ADMIN, else -EPERM.
+ *
+ * The call copies data_len bytes of `data` into a scratch area (physically
+ * contiguous, VGPU_RAW_SCRATCH_LEN bytes, guest-physical address `scratch`,
+ * kept for the device's life) for descriptors to point at; writes the n_descs
+ * descriptors of `descs` AS IS into slots 0..n_descs-1 of the submit queue's
+ * descriptor table; puts `head` (any 16-bit value, also one past the ring)
+ * in the next available-ring entry, advances the available index by
+ * 1 + avail_skip (avail_skip > 0 makes it jump over entries nobody wrote)
+ * and notifies the device. It then waits up to timeout_ms for the used ring
+ * to move, reports how many entries it gained and the first of them, and
+ * copies the scratch area back to `data`. VGPU_RAW_QUERY only fills
+ * queue_size and scratch, touching nothing.
+ *
+ * The first chain published needs an idle ring (-EBUSY) and leaves the device
+ * unusable for the rest of the boot: the driver's ring bookkeeping no longer
+ * matches the ring, so from then on SUBMIT fails with -EIO and closing a file
+ * sends no CLOSE_SESSION.
+ * Errors: -EPERM, -EINVAL (unknown flags, n_descs over the ring size, head
+ * or avail_skip over 0xffff, data_len over the scratch size), -EFAULT,
+ * -ENOMEM, -EBUSY, -ENODEV (device gone), -EOPNOTSUPP (packed ring, or an
+ * IOMMU between the device and guest memory),
+ * -EINTR (a signal while waiting: the chain was published).
+ */
+struct vgpu_raw_desc {
+	__u64 addr;  /* guest-physical */
+	__u32 len;
+	__u16 flags; /* VRING_DESC_F_NEXT 1, _WRITE 2, _INDIRECT 4 */
+	__u16 next;
+};
+
+#define VGPU_RAW_QUERY 1u
+#define VGPU_RAW_SCRATCH_LEN (256u << 10)
+#define VGPU_RAW_MAX_TIMEOUT_MS 60000u
+
+struct vgpu_raw_ring {
+	__u64 descs;      /* in: user pointer to struct vgpu_raw_desc[n_descs] */
+	__u64 data;       /* in/out: user pointer to data_len bytes (see above) */
+	__u32 n_descs;    /* in: at most queue_size */
+	__u32 data_len;   /* in: at most VGPU_RAW_SCRATCH_LEN */
+	__u32 head;       /* in: the available-ring entry, at most 0xffff */
+	__u32 flags;      /* in: VGPU_RAW_QUERY */
+	__u32 timeout_ms; /* in: wait for the used ring (capped at VGPU_RAW_MAX_TIMEOUT_MS) */
+	__u32 queue_size; /* out: entries of the submit queue */
+	__u64 scratch;    /* out: guest-physical address of the scratch area */
+	__u32 used;       /* out: used-ring entries added while waiting */
+	__u32 used_id;    /* out: the first one's id and length (when used > 0) */
+	__u32 used_len;
+	__u32 avail_skip; /* in: normally 0 */
+};
+
 #define VGPU_IOC_MAGIC 'V'
 #define VGPU_IOC_SUBMIT _IOWR(VGPU_IOC_MAGIC, 1, struct vgpu_submit)
 #define VGPU_IOC_WAIT _IOWR(VGPU_IOC_MAGIC, 2, struct vgpu_wait)
+#define VGPU_IOC_RAW_RING _IOWR(VGPU_IOC_MAGIC, 3, struct vgpu_raw_ring) /* test only */
 
 /*
  * Errors.
@@ -79,7 +136,8 @@ struct vgpu_wait {
  *         -E2BIG   more than VGPU_MAX_DESCRIPTORS scatter-gather entries;
  *         -EBUSY   VGPU_MAX_PENDING tickets not yet waited for;
  *         -EINTR   a signal while waiting for ring space;
- *         -ENODEV  the device is gone.
+ *         -ENODEV  the device is gone;
+ *         -EIO     VGPU_IOC_RAW_RING was used on this device (test only).
  * The driver overwrites the batch header's session field with the file's
  * session id (unique, nonzero).
  * WAIT:   -EINVAL  unknown ticket (never issued, or already waited for);

@@ -29,6 +29,10 @@
 #include <linux/workqueue.h>
 #include <linux/kref.h>
 #include <linux/sizes.h>
+#include <linux/capability.h>
+#include <linux/delay.h>
+#include <linux/mutex.h>
+#include <linux/sched/signal.h>
 #include "vgpu_uapi.h"
 
 #define VGPU_CHUNK (128u << 10)	/* kernel copies of request/reply, per sg entry */
@@ -36,6 +40,13 @@
 #define VGPU_EVENT_BUF_SIZE 64
 #define VGPU_RELEASE_WAIT (10 * HZ)	/* close: in-flight requests */
 #define VGPU_CLOSE_WAIT (2 * HZ)	/* close: CLOSE_SESSION reply */
+#define VGPU_RAW_POLL_MS 2		/* raw_ring_test: used-ring polling */
+
+static bool raw_ring_test;
+module_param(raw_ring_test, bool, 0644);
+MODULE_PARM_DESC(raw_ring_test,
+	"TEST ONLY: allow VGPU_IOC_RAW_RING (root), which writes raw descriptors into the submit ring; "
+	"its first use breaks the device for the rest of the boot (SUBMIT fails with EIO)");
 
 struct vgpu_buf {		/* a kernel buffer in physically contiguous chunks */
 	u32 len, n;
@@ -61,6 +72,9 @@ struct vgpu_dev {
 	wait_queue_head_t wq;	/* completions and ring space */
 	unsigned long completions;
 	bool broken, indirect;
+	bool raw;		/* under vq_lock: VGPU_IOC_RAW_RING took the submit ring */
+	struct mutex raw_lock;	/* one VGPU_IOC_RAW_RING at a time */
+	void *raw_scratch;	/* VGPU_RAW_SCRATCH_LEN bytes, freed with the device */
 	struct list_head orphans;
 	struct work_struct reaper;
 	int index;
@@ -248,6 +262,11 @@ static void vgpu_vq_done(struct virtqueue *vq)
 	bool reap = false;
 
 	spin_lock_irqsave(&d->vq_lock, fl);
+	if (d->raw) {	/* the used ring is the raw test's to read now */
+		spin_unlock_irqrestore(&d->vq_lock, fl);
+		wake_up_all(&d->wq);
+		return;
+	}
 	do {
 		virtqueue_disable_cb(vq);
 		while ((r = virtqueue_get_buf(vq, &len))) {
@@ -303,6 +322,8 @@ static int vgpu_queue(struct vgpu_dev *d, struct vgpu_req *r, bool intr)
 		spin_lock_irqsave(&d->vq_lock, fl);
 		if (d->broken) {
 			err = -ENODEV;
+		} else if (d->raw) {
+			err = -EIO;
 		} else {
 			/* GFP_ATOMIC: the vq callback takes this lock in irq context */
 			err = virtqueue_add_sgs(d->vq, sgs, 1, 1, r, GFP_ATOMIC);
@@ -349,6 +370,8 @@ static long vgpu_submit(struct vgpu_file *f, struct vgpu_submit __user *arg)
 		return -EINVAL;
 	if (READ_ONCE(d->broken))
 		return -ENODEV;
+	if (READ_ONCE(d->raw))
+		return -EIO;
 
 	nseg = s.n_out + s.n_in;
 	if (nseg) {
@@ -490,6 +513,144 @@ static long vgpu_wait(struct vgpu_file *f, struct vgpu_wait __user *arg)
 	return err;
 }
 
+/*
+ * TEST ONLY (raw_ring_test=1): publish one hand-made chain on the submit
+ * queue, bypassing virtio_ring's bookkeeping (see vgpu_uapi.h). From the
+ * first chain on, d->raw keeps the driver off the ring for good.
+ */
+static long vgpu_raw_publish(struct vgpu_dev *d, const struct vgpu_raw_desc *descs,
+			     struct vgpu_raw_ring *a)
+{
+	struct virtio_device *vdev = d->vdev;
+	const struct vring *vr = virtqueue_get_vring(d->vq);
+	unsigned long fl, deadline;
+	u16 avail, used0, used;
+	u32 i;
+	long err = 0;
+
+	spin_lock_irqsave(&d->vq_lock, fl);
+	if (d->broken) {
+		spin_unlock_irqrestore(&d->vq_lock, fl);
+		return -ENODEV;
+	}
+	if (!d->raw) {
+		if (d->vq->num_free != vr->num) {
+			spin_unlock_irqrestore(&d->vq_lock, fl);
+			return -EBUSY;
+		}
+		d->raw = true;
+		dev_warn(&vdev->dev, "raw_ring_test: submit ring handed to user space; "
+			 "the device is unusable until reboot\n");
+	}
+	for (i = 0; i < a->n_descs; i++) {
+		vr->desc[i].addr = cpu_to_virtio64(vdev, descs[i].addr);
+		vr->desc[i].len = cpu_to_virtio32(vdev, descs[i].len);
+		vr->desc[i].flags = cpu_to_virtio16(vdev, descs[i].flags);
+		vr->desc[i].next = cpu_to_virtio16(vdev, descs[i].next);
+	}
+	used0 = virtio16_to_cpu(vdev, READ_ONCE(vr->used->idx));
+	avail = virtio16_to_cpu(vdev, vr->avail->idx);
+	vr->avail->ring[avail % vr->num] = cpu_to_virtio16(vdev, a->head);
+	virtio_wmb(true);	/* descriptors and ring entry before the index */
+	WRITE_ONCE(vr->avail->idx, cpu_to_virtio16(vdev, (u16)(avail + 1 + a->avail_skip)));
+	virtio_mb(true);	/* index before the notification */
+	spin_unlock_irqrestore(&d->vq_lock, fl);
+	virtqueue_notify(d->vq);	/* unconditionally: the event index is stale */
+
+	deadline = jiffies + msecs_to_jiffies(min(a->timeout_ms, VGPU_RAW_MAX_TIMEOUT_MS));
+	for (;;) {
+		used = virtio16_to_cpu(vdev, READ_ONCE(vr->used->idx));
+		if (used != used0 || time_after_eq(jiffies, deadline))
+			break;
+		if (msleep_interruptible(VGPU_RAW_POLL_MS) && signal_pending(current)) {
+			err = -EINTR;
+			break;
+		}
+	}
+	a->used = (u16)(used - used0);
+	if (a->used) {
+		const struct vring_used_elem *e = &vr->used->ring[used0 % vr->num];
+
+		virtio_rmb(true);	/* the index before the entry */
+		a->used_id = virtio32_to_cpu(vdev, READ_ONCE(e->id));
+		a->used_len = virtio32_to_cpu(vdev, READ_ONCE(e->len));
+	}
+	return err;
+}
+
+static long vgpu_raw_ring(struct vgpu_file *f, struct vgpu_raw_ring __user *arg)
+{
+	struct vgpu_dev *d = f->d;
+	struct vgpu_raw_desc *descs = NULL;
+	struct vgpu_raw_ring a;
+	long err = 0;
+	u32 num;
+
+	if (!READ_ONCE(raw_ring_test) || !capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	if (copy_from_user(&a, arg, sizeof(a)))
+		return -EFAULT;
+	if ((a.flags & ~VGPU_RAW_QUERY) || a.head > U16_MAX || a.avail_skip > U16_MAX ||
+	    a.data_len > VGPU_RAW_SCRATCH_LEN)
+		return -EINVAL;
+
+	mutex_lock(&d->raw_lock);	/* vgpu_remove takes it: d->vdev and d->vq stay */
+	if (READ_ONCE(d->broken)) {
+		err = -ENODEV;
+		goto out_unlock;
+	}
+	/* split ring only; descriptors carry physical addresses (no IOMMU) */
+	if (virtio_has_feature(d->vdev, VIRTIO_F_RING_PACKED) ||
+	    virtio_has_feature(d->vdev, VIRTIO_F_ACCESS_PLATFORM)) {
+		err = -EOPNOTSUPP;
+		goto out_unlock;
+	}
+	num = virtqueue_get_vring_size(d->vq);
+	if (a.n_descs > num) {
+		err = -EINVAL;
+		goto out_unlock;
+	}
+	if (a.n_descs) {
+		descs = kvmalloc_array(a.n_descs, sizeof(*descs), GFP_KERNEL);
+		if (!descs) {
+			err = -ENOMEM;
+			goto out_unlock;
+		}
+		if (copy_from_user(descs, u64_to_user_ptr(a.descs),
+				   a.n_descs * sizeof(*descs))) {
+			err = -EFAULT;
+			goto out_unlock;
+		}
+	}
+	if (!d->raw_scratch)
+		d->raw_scratch = alloc_pages_exact(VGPU_RAW_SCRATCH_LEN,
+						   GFP_KERNEL | __GFP_ZERO);
+	if (!d->raw_scratch) {
+		err = -ENOMEM;
+		goto out_unlock;
+	}
+	a.queue_size = num;
+	a.scratch = virt_to_phys(d->raw_scratch);
+	a.used = a.used_id = a.used_len = 0;
+	if (!(a.flags & VGPU_RAW_QUERY)) {
+		if (a.data_len && copy_from_user(d->raw_scratch, u64_to_user_ptr(a.data),
+						 a.data_len)) {
+			err = -EFAULT;
+			goto out_unlock;
+		}
+		err = vgpu_raw_publish(d, descs, &a);
+		if ((!err || err == -EINTR) && a.data_len &&
+		    copy_to_user(u64_to_user_ptr(a.data), d->raw_scratch, a.data_len))
+			err = -EFAULT;
+	}
+	if (copy_to_user(arg, &a, sizeof(a)) && !err)
+		err = -EFAULT;
+out_unlock:
+	mutex_unlock(&d->raw_lock);
+	kvfree(descs);
+	return err;
+}
+
 static long vgpu_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 {
 	switch (cmd) {
@@ -497,13 +658,20 @@ static long vgpu_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		return vgpu_submit(filp->private_data, (void __user *)arg);
 	case VGPU_IOC_WAIT:
 		return vgpu_wait(filp->private_data, (void __user *)arg);
+	case VGPU_IOC_RAW_RING:
+		return vgpu_raw_ring(filp->private_data, (void __user *)arg);
 	}
 	return -ENOTTY;
 }
 
 static void vgpu_dev_free(struct kref *ref)
 {
-	kfree(container_of(ref, struct vgpu_dev, ref));
+	struct vgpu_dev *d = container_of(ref, struct vgpu_dev, ref);
+
+	/* the device was reset in vgpu_remove: nothing points at the scratch */
+	if (d->raw_scratch)
+		free_pages_exact(d->raw_scratch, VGPU_RAW_SCRATCH_LEN);
+	kfree(d);
 }
 
 static int vgpu_open(struct inode *inode, struct file *filp)
@@ -528,7 +696,7 @@ static void vgpu_close_session(struct vgpu_dev *d, u64 session)
 	bool done;
 	u8 *h;
 
-	if (READ_ONCE(d->broken))
+	if (READ_ONCE(d->broken) || READ_ONCE(d->raw))
 		return;
 	r = vgpu_req_alloc(VGPU_BATCH_HEADER_SIZE + VGPU_MSG_HEADER_SIZE, 64, npages);
 	if (!r)
@@ -643,6 +811,7 @@ static int vgpu_probe(struct virtio_device *vdev)
 	kref_init(&d->ref);
 	spin_lock_init(&d->vq_lock);
 	spin_lock_init(&d->ev_lock);
+	mutex_init(&d->raw_lock);
 	init_waitqueue_head(&d->wq);
 	INIT_LIST_HEAD(&d->orphans);
 	INIT_WORK(&d->reaper, vgpu_reap);
@@ -704,9 +873,11 @@ static void vgpu_remove(struct virtio_device *vdev)
 	unsigned long fl;
 
 	misc_deregister(&d->misc);	/* no new opens; open files keep d */
+	mutex_lock(&d->raw_lock);	/* a raw_ring_test call still polls the ring */
 	spin_lock_irqsave(&d->vq_lock, fl);
 	d->broken = true;		/* no new submissions */
 	spin_unlock_irqrestore(&d->vq_lock, fl);
+	mutex_unlock(&d->raw_lock);
 	virtio_reset_device(vdev);
 	vgpu_drain(d);
 	vdev->config->del_vqs(vdev);
