@@ -1,0 +1,73 @@
+//! The benchmarks. Each is one module implementing [`Benchmark`]; adding a
+//! figure means adding a module and one line to [`all`].
+
+mod bandwidth;
+mod enqueue;
+mod queue_depth;
+mod roundtrip;
+mod state;
+mod workloads;
+
+use crate::context::Context;
+use crate::error::Result;
+use crate::record::Figure;
+
+/// Where a benchmark's figures go in the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Section {
+    /// Call round trip, enqueue rate, transfer bandwidth.
+    Micro,
+    /// The four workloads of the VOCL evaluation.
+    Workloads,
+    /// The backend's --queue-depth bound: throughput against drain time.
+    QueueDepth,
+    /// Checkpoint/restore, re-homing and migration.
+    State,
+}
+
+impl Section {
+    pub const ALL: [Section; 4] = [
+        Section::Micro,
+        Section::Workloads,
+        Section::QueueDepth,
+        Section::State,
+    ];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Section::Micro => "Micro-benchmarks",
+            Section::Workloads => "VOCL workloads",
+            Section::QueueDepth => "Queue depth: run-time overhead against drain time",
+            Section::State => "Checkpoint, re-home and migration",
+        }
+    }
+}
+
+pub trait Benchmark {
+    /// Short name, used by `--only` and in the logs.
+    fn name(&self) -> &'static str;
+
+    fn section(&self) -> Section;
+
+    /// Why it is not measured yet, for figures whose feature is missing.
+    fn pending(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Measures natively and through vgpu.
+    fn run(&self, ctx: &Context) -> Result<Vec<Figure>>;
+}
+
+/// Every benchmark, in report order.
+pub fn all() -> Vec<Box<dyn Benchmark>> {
+    vec![
+        Box::new(roundtrip::Roundtrip),
+        Box::new(enqueue::EnqueueRate),
+        Box::new(bandwidth::Bandwidth),
+        Box::new(workloads::Workloads),
+        Box::new(queue_depth::QueueDepth),
+        Box::new(state::Pending::CHECKPOINT),
+        Box::new(state::Pending::REHOME),
+        Box::new(state::Pending::MIGRATION),
+    ]
+}

@@ -1,0 +1,7 @@
+//! Tables on stdout, BENCHMARKS.md and the plots.
+
+pub mod markdown;
+pub mod plot;
+pub mod table;
+pub mod tables;
+pub mod targets;

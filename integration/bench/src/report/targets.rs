@@ -1,0 +1,123 @@
+//! The targets set in the issues, checked against the records.
+
+use super::table::{bytes, num, ratio};
+use crate::record::{param_f64, Record};
+
+/// One target and how this run did.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    pub target: String,
+    pub measured: String,
+    /// `None`: not measured in this run.
+    pub met: Option<bool>,
+}
+
+impl Verdict {
+    pub fn label(&self) -> &'static str {
+        match self.met {
+            Some(true) => "met",
+            Some(false) => "**missed**",
+            None => "not measured",
+        }
+    }
+}
+
+fn find<'a>(records: &'a [Record], name: &str) -> Vec<&'a Record> {
+    records.iter().filter(|r| r.benchmark == name).collect()
+}
+
+pub fn evaluate(records: &[Record]) -> Vec<Verdict> {
+    let mut out = Vec::new();
+
+    for (name, call, note) in [
+        ("roundtrip_finish", "clFinish on an empty queue", ""),
+        (
+            "roundtrip_device_info",
+            "clGetDeviceInfo",
+            " (answered from the ICD's cache)",
+        ),
+    ] {
+        let r = find(records, name);
+        out.push(match r.first() {
+            Some(r) => {
+                let added = r.vgpu.median - r.native.median;
+                Verdict {
+                    target: format!("Round trip added ≤ 5 µs (median), {call}"),
+                    measured: format!("+{} µs{note}", num(added)),
+                    met: Some(added <= 5.0),
+                }
+            }
+            None => missing(format!("Round trip added ≤ 5 µs (median), {call}")),
+        });
+    }
+
+    out.push(match find(records, "enqueue_rate").first() {
+        Some(r) => Verdict {
+            target: "Enqueue rate ≥ 0.9× native (tiny kernels, until clFinish)".into(),
+            measured: ratio(r.ratio),
+            met: Some(r.ratio >= 0.9),
+        },
+        None => missing("Enqueue rate ≥ 0.9× native".into()),
+    });
+
+    let large: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.benchmark.starts_with("bandwidth_"))
+        .filter(|r| param_f64(&r.parameters, "bytes").is_some_and(|b| b >= 1048576.0))
+        .collect();
+    out.push(
+        match large.iter().min_by(|a, b| a.ratio.total_cmp(&b.ratio)) {
+            Some(worst) => {
+                let ok = large.iter().filter(|r| r.ratio >= 0.95).count();
+                let size = param_f64(&worst.parameters, "bytes").map_or("?".into(), bytes);
+                let dir = worst.benchmark.trim_start_matches("bandwidth_");
+                Verdict {
+                    target: "Bandwidth ≥ 0.95× native at ≥ 1 MiB (read and write)".into(),
+                    measured: format!(
+                        "{ok} of {} sizes meet it; worst {} ({dir} {size})",
+                        large.len(),
+                        ratio(worst.ratio)
+                    ),
+                    met: Some(ok == large.len()),
+                }
+            }
+            None => missing("Bandwidth ≥ 0.95× native at ≥ 1 MiB".into()),
+        },
+    );
+
+    for (workload, limit, kind) in [
+        ("matmul", 1.01, "compute-bound"),
+        ("nbody", 1.01, "compute-bound"),
+        ("transpose", 1.01, "bandwidth-bound, held to the 1 % target"),
+        ("smith_waterman", 1.05, "many short kernels"),
+    ] {
+        let target = format!(
+            "{workload} within {:.0} % of native ({kind})",
+            (limit - 1.0) * 100.0
+        );
+        let rs: Vec<&Record> = find(records, "workload_time")
+            .into_iter()
+            .filter(|r| r.parameters.get("workload").and_then(|v| v.as_str()) == Some(workload))
+            .collect();
+        out.push(match rs.iter().max_by(|a, b| a.ratio.total_cmp(&b.ratio)) {
+            Some(worst) => {
+                let ok = rs.iter().filter(|r| r.ratio <= limit).count();
+                Verdict {
+                    target,
+                    measured: format!("{ok} of {} sizes; worst {}", rs.len(), ratio(worst.ratio)),
+                    met: Some(ok == rs.len()),
+                }
+            }
+            None => missing(target),
+        });
+    }
+    out
+}
+
+fn missing(target: String) -> Verdict {
+    Verdict {
+        target,
+        measured: "–".into(),
+        met: None,
+    }
+}

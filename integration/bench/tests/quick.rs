@@ -1,0 +1,81 @@
+//! Runs the harness end to end in quick mode and checks its JSON: every
+//! record parses and has both a native and a vgpu figure. Timings are never
+//! judged here.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use vgpu_bench::record::read_json;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `VGPU_BENCH_BIN_DIR`, else target/release, else target/debug: the first
+/// holding both vgpu-backend and libvgpu_opencl.so.
+fn bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("VGPU_BENCH_BIN_DIR") {
+        return PathBuf::from(dir);
+    }
+    let built = |d: &Path| d.join("vgpu-backend").exists() && d.join("libvgpu_opencl.so").exists();
+    ["target/release", "target/debug"]
+        .iter()
+        .map(|d| root().join(d))
+        .find(|d| built(d))
+        .expect("no vgpu-backend and libvgpu_opencl.so under target/: run scripts/setup.sh (or cargo build --workspace)")
+}
+
+#[test]
+fn quick_run_writes_a_record_with_both_sides_for_every_figure() {
+    let out = std::env::temp_dir().join(format!("vgpu-bench-quick-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let output = Command::new(env!("CARGO_BIN_EXE_vgpu-bench"))
+        .arg("--quick")
+        .arg("--out")
+        .arg(&out)
+        .arg("--root")
+        .arg(root())
+        .arg("--bin-dir")
+        .arg(bin_dir())
+        .output()
+        .expect("run vgpu-bench");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "vgpu-bench --quick failed:\n{stdout}\n{stderr}"
+    );
+
+    let records = read_json(&out.join("bench.json")).expect("bench.json parses");
+    assert!(!records.is_empty(), "no records:\n{stderr}");
+    for r in &records {
+        assert!(
+            r.native.runs >= 1 && r.vgpu.runs >= 1,
+            "{} {:?}: a side has no runs",
+            r.benchmark,
+            r.parameters
+        );
+        assert!(
+            r.native.median.is_finite() && r.vgpu.median.is_finite(),
+            "{}: not a number",
+            r.benchmark
+        );
+        assert!(!r.unit.is_empty() && !r.device.is_empty() && !r.machine.cpu.is_empty());
+    }
+    for kind in [
+        "roundtrip_finish",
+        "enqueue_rate",
+        "bandwidth_read",
+        "bandwidth_write",
+        "workload_time",
+        "queue_depth_drain",
+    ] {
+        assert!(
+            records.iter().any(|r| r.benchmark == kind),
+            "no {kind} record"
+        );
+    }
+    let report = std::fs::read_to_string(out.join("BENCHMARKS.md")).expect("report written");
+    assert!(report.contains("## Targets"));
+    let _ = std::fs::remove_dir_all(&out);
+}
