@@ -3,5 +3,6 @@
 
 pub mod backend;
 pub mod paths;
+pub mod qmp;
 pub mod suite;
 pub mod vm;

@@ -79,7 +79,12 @@ pub fn accel(qemu: &Path, image: &Path) -> String {
             if let Ok(forced) = std::env::var("VGPU_ACCEL") {
                 return forced;
             }
-            if std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm").is_err() {
+            if std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/kvm")
+                .is_err()
+            {
                 return "tcg".into();
             }
             let mut probe = VmConfig::new(qemu, image, "none");
@@ -87,21 +92,31 @@ pub fn accel(qemu: &Path, image: &Path) -> String {
             probe.timeout = Duration::from_secs(30);
             probe.memory_mb = 256;
             let run = boot(&probe, &crate::paths::scratch("kvm-probe"));
-            if run.exit_status == Some(0) { "kvm".into() } else { "tcg".into() }
+            if run.exit_status == Some(0) {
+                "kvm".into()
+            } else {
+                "tcg".into()
+            }
         })
         .clone()
 }
 
-/// Boots the guest, waits for its command to finish (or the timeout), and
-/// returns the console. `dir` holds the console log.
-pub fn boot(config: &VmConfig, dir: &Path) -> VmRun {
-    let accel = config.accel.clone().unwrap_or_else(|| accel(&config.qemu, &config.image));
-    let console_path = dir.join("console.log");
+/// The QEMU command line of `config`, console to `console_path`. Every VM
+/// of the harness (and both sides of a migration) uses it, so machine
+/// options are identical wherever the configuration is.
+fn qemu_command(config: &VmConfig, accel: &str, console_path: &Path) -> Command {
     let mut cmd = Command::new(&config.qemu);
     let cpu = if accel == "kvm" { "host" } else { "max" };
     cmd.args(["-machine", &format!("q35,accel={accel}"), "-cpu", cpu])
         .args(["-m", &format!("{}M", config.memory_mb)])
-        .args(["-display", "none", "-monitor", "none", "-no-reboot", "-nodefaults"])
+        .args([
+            "-display",
+            "none",
+            "-monitor",
+            "none",
+            "-no-reboot",
+            "-nodefaults",
+        ])
         .arg("-serial")
         .arg(format!("file:{}", console_path.display()))
         .arg("-kernel")
@@ -109,11 +124,17 @@ pub fn boot(config: &VmConfig, dir: &Path) -> VmRun {
         .arg("-initrd")
         .arg(config.image.join("initramfs.gz"))
         .arg("-append")
-        .arg(format!("console=ttyS0 quiet vgpu.run={} {}", config.run, config.append));
+        .arg(format!(
+            "console=ttyS0 quiet vgpu.run={} {}",
+            config.run, config.append
+        ));
     if let Some(socket) = &config.vgpu_socket {
         cmd.args([
             "-object",
-            &format!("memory-backend-memfd,id=mem,size={}M,share=on", config.memory_mb),
+            &format!(
+                "memory-backend-memfd,id=mem,size={}M,share=on",
+                config.memory_mb
+            ),
             "-numa",
             "node,memdev=mem",
         ])
@@ -121,6 +142,18 @@ pub fn boot(config: &VmConfig, dir: &Path) -> VmRun {
         .arg(format!("socket,id=vgpu0,path={}", socket.display()))
         .args(["-device", "vhost-user-vgpu-pci,chardev=vgpu0"]);
     }
+    cmd
+}
+
+/// Boots the guest, waits for its command to finish (or the timeout), and
+/// returns the console. `dir` holds the console log.
+pub fn boot(config: &VmConfig, dir: &Path) -> VmRun {
+    let accel = config
+        .accel
+        .clone()
+        .unwrap_or_else(|| accel(&config.qemu, &config.image));
+    let console_path = dir.join("console.log");
+    let mut cmd = qemu_command(config, &accel, &console_path);
     let stderr_path = dir.join("qemu.stderr");
     let stderr = std::fs::File::create(&stderr_path).expect("qemu stderr file");
     let started = Instant::now();
@@ -147,7 +180,126 @@ pub fn boot(config: &VmConfig, dir: &Path) -> VmRun {
         console.push_str("\n--- qemu stderr ---\n");
         console.push_str(&stderr);
     }
-    VmRun { exit_status: exit_status(&console), console, accel, elapsed: started.elapsed() }
+    VmRun {
+        exit_status: exit_status(&console),
+        console,
+        accel,
+        elapsed: started.elapsed(),
+    }
+}
+
+/// A guest running in the background (a side of a migration): its QEMU
+/// has a QMP socket and may wait for an incoming migration.
+pub struct RunningVm {
+    child: std::process::Child,
+    /// The serial console's log file.
+    pub console_path: PathBuf,
+    /// QEMU's stderr.
+    pub stderr_path: PathBuf,
+    /// The QMP socket (`-qmp unix:...,server=on,wait=off`).
+    pub qmp_path: PathBuf,
+    pub accel: String,
+    pub started: Instant,
+}
+
+/// Starts `config`'s guest in the background in `dir`, with a QMP socket and
+/// `extra` QEMU arguments (e.g. `-incoming tcp:127.0.0.1:PORT`, `defer`).
+pub fn start(config: &VmConfig, dir: &Path, extra: &[&str]) -> RunningVm {
+    let accel = config
+        .accel
+        .clone()
+        .unwrap_or_else(|| accel(&config.qemu, &config.image));
+    let console_path = dir.join("console.log");
+    let stderr_path = dir.join("qemu.stderr");
+    let qmp_path = dir.join("qmp.sock");
+    let mut cmd = qemu_command(config, &accel, &console_path);
+    cmd.arg("-qmp")
+        .arg(format!("unix:{},server=on,wait=off", qmp_path.display()))
+        .args(extra);
+    let stderr = std::fs::File::create(&stderr_path).expect("qemu stderr file");
+    let started = Instant::now();
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", config.qemu.display()));
+    RunningVm {
+        child,
+        console_path,
+        stderr_path,
+        qmp_path,
+        accel,
+        started,
+    }
+}
+
+impl RunningVm {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The console so far, with QEMU's stderr appended when it has any.
+    pub fn console(&self) -> String {
+        let mut console = std::fs::read_to_string(&self.console_path).unwrap_or_default();
+        let stderr = std::fs::read_to_string(&self.stderr_path).unwrap_or_default();
+        if !stderr.trim().is_empty() {
+            console.push_str("\n--- qemu stderr ---\n");
+            console.push_str(&stderr);
+        }
+        console
+    }
+
+    /// The command's exit status (`VGPU-GUEST-EXIT n`), once printed.
+    pub fn exit_status(&self) -> Option<i32> {
+        exit_status(&std::fs::read_to_string(&self.console_path).unwrap_or_default())
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Waits until the console contains `needle` (line ends read as `\n`:
+    /// the guest's tty writes `\r\n`); false on timeout or if QEMU exits
+    /// first.
+    pub fn wait_for_console(&mut self, needle: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let console = std::fs::read_to_string(&self.console_path).unwrap_or_default();
+            if console.replace('\r', "").contains(needle) {
+                return true;
+            }
+            if Instant::now() >= deadline || !self.is_running() {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits for QEMU to exit (the guest powers off after its command);
+    /// kills it at the timeout. Returns whether it exited by itself.
+    pub fn wait_exit(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if !self.is_running() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.kill();
+        false
+    }
+
+    /// SIGKILL, and reap.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for RunningVm {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
 
 #[cfg(test)]

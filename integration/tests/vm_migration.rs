@@ -1,0 +1,496 @@
+//! QEMU live migration of a VM whose guest is running an OpenCL program on
+//! its vGPU. Two patched QEMUs on 127.0.0.1 (the destination waits with
+//! `-incoming defer`), two back-ends on two different OpenCL devices (PoCL's
+//! `basic` for the source, `pthread` for the destination), guest RAM in a
+//! shared memfd on both sides. The guest runs `checkpoint_loop` over a few
+//! hundred MiB of device buffers; mid-run QMP `migrate` moves the VM, the
+//! vGPU's state travelling inside the migration stream (vhost-user
+//! DEVICE_STATE), and the program finishes on the destination with the
+//! checksum of a native run.
+//!
+//! Failure paths, one test each: the migration cancelled midway; the
+//! destination back-end refusing the vGPU (its device profile is smaller
+//! than the one the guest saw); the destination QEMU killed mid-stream. In
+//! every case the source VM runs on with its vGPU and the program finishes
+//! there with the native checksum.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use vgpu_integration::backend::Backend;
+use vgpu_integration::paths;
+use vgpu_integration::qmp::Qmp;
+use vgpu_integration::suite::parse_results;
+use vgpu_integration::vm::{self, RunningVm, VmConfig};
+
+/// `checkpoint_loop`'s arguments: 256 MiB of buffers in 8 buffers, 60
+/// iterations, a `PROGRESS i` line after each.
+const ARGS: &[&str] = &["-m", "256", "-i", "60", "-p", "1"];
+/// The console line after which the migration starts.
+const MIGRATE_AT: &str = "PROGRESS 5\n";
+/// PoCL offers both of its CPU drivers, as two devices.
+const POCL_DEVICES: &str = "basic pthread";
+const SOURCE_DEVICE: &str = "opencl:basic";
+const DEST_DEVICE: &str = "opencl:pthread";
+/// Generous: TCG, two cores, two guests and two back-ends at once.
+const RUN_TIMEOUT: Duration = Duration::from_secs(540);
+const QMP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The tests share two cores: one migration at a time.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    // Every back-end (and the native run) sees both PoCL devices. Set while
+    // holding the lock, before any child process of this test starts.
+    static ENV: OnceLock<()> = OnceLock::new();
+    ENV.get_or_init(|| std::env::set_var("POCL_DEVICES", POCL_DEVICES));
+    guard
+}
+
+/// The patched QEMU and the guest image, or why the test cannot run.
+fn vm_parts() -> Option<(PathBuf, PathBuf)> {
+    if std::env::var("VGPU_SKIP_VM").is_ok_and(|v| v == "1") {
+        eprintln!("skipped: VGPU_SKIP_VM=1");
+        return None;
+    }
+    let qemu =
+        paths::qemu().expect("no patched QEMU recorded in target/qemu-path: run scripts/setup.sh");
+    let image =
+        paths::guest_image().expect("no guest image in target/guest-image: run scripts/setup.sh");
+    Some((qemu, image))
+}
+
+/// The checksum of an undisturbed native run (no vGPU, no VM).
+fn native_checksum() -> String {
+    static NATIVE: OnceLock<String> = OnceLock::new();
+    NATIVE
+        .get_or_init(|| {
+            let program = paths::cl_tests_dir().join("checkpoint_loop");
+            let started = Instant::now();
+            let out = Command::new(&program)
+                .args(ARGS)
+                .output()
+                .unwrap_or_else(|e| panic!("run {}: {e}", program.display()));
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let results = parse_results(&stdout);
+            let (checksum, passed) = results
+                .get("checkpoint_loop")
+                .unwrap_or_else(|| panic!("native checkpoint_loop printed no RESULT:\n{stdout}"));
+            assert!(passed, "native checkpoint_loop failed:\n{stdout}");
+            println!(
+                "native checkpoint_loop {}: {checksum} in {:.1} s",
+                ARGS.join(" "),
+                started.elapsed().as_secs_f32()
+            );
+            checksum.clone()
+        })
+        .clone()
+}
+
+/// The guest's `RESULT checkpoint_loop` checksum, asserting it passed.
+fn guest_checksum(console: &str, side: &str) -> String {
+    let results = parse_results(console);
+    let (checksum, passed) = results
+        .get("checkpoint_loop")
+        .unwrap_or_else(|| panic!("no RESULT on the {side}'s console:\n{console}"));
+    assert!(passed, "checkpoint_loop failed on the {side}:\n{console}");
+    checksum.clone()
+}
+
+/// Writes the destination device's own profile, shrunk so that it cannot
+/// honour what the guest saw on the source: at most 1 work-item per group.
+fn small_profile(dir: &Path) -> PathBuf {
+    let own = dir.join("own.profile");
+    let out = Command::new(paths::backend_binary())
+        .args(["--device", DEST_DEVICE, "--write-profile"])
+        .arg(&own)
+        .output()
+        .expect("run vgpu-backend --write-profile");
+    assert!(
+        out.status.success(),
+        "vgpu-backend --write-profile: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&own).expect("read the written profile");
+    let mut profile =
+        vgpu_migration::Profile::from_bytes(&bytes).expect("decode the written profile");
+    assert!(profile.max_work_group_size > 1, "{profile:?}");
+    profile.max_work_group_size = 1;
+    let small = dir.join("small.profile");
+    std::fs::write(&small, profile.to_bytes()).expect("write the small profile");
+    small
+}
+
+/// A source VM running the program and a destination waiting for it.
+/// Fields drop in order: the QEMUs go before their back-ends (a vhost-user
+/// back-end that goes away under a live QEMU makes it abort).
+struct Pair {
+    dir: PathBuf,
+    source_qmp: Qmp,
+    source: RunningVm,
+    dest: RunningVm,
+    source_backend: Backend,
+    dest_backend: Backend,
+    /// The destination's listening port.
+    port: u16,
+}
+
+impl Pair {
+    /// Starts both back-ends and both QEMUs. `capabilities` are set on both
+    /// sides; `dest_backend_args` go to the destination's back-end.
+    fn start(name: &str, capabilities: &[&str], dest_backend_args: &[&str]) -> Option<Pair> {
+        let (qemu, image) = vm_parts()?;
+        // The reference first: it needs the machine to itself.
+        native_checksum();
+        let dir = paths::scratch(name);
+        let (src_dir, dst_dir) = (dir.join("source"), dir.join("dest"));
+        std::fs::create_dir_all(&src_dir).expect("source dir");
+        std::fs::create_dir_all(&dst_dir).expect("dest dir");
+        let source_backend = Backend::start(&src_dir, &["--device", SOURCE_DEVICE]);
+        let mut dest_args = vec!["--device", DEST_DEVICE];
+        dest_args.extend_from_slice(dest_backend_args);
+        let dest_backend = Backend::start(&dst_dir, &dest_args);
+
+        let run = format!("/opt/vgpu/bin/checkpoint_loop,{}", ARGS.join(","));
+        let mut config = VmConfig::new(&qemu, &image, &run);
+        config.vgpu_socket = Some(source_backend.socket.clone());
+        let source = vm::start(&config, &src_dir, &[]);
+        // Identical machine options; only the back-end socket differs.
+        config.vgpu_socket = Some(dest_backend.socket.clone());
+        let dest = vm::start(&config, &dst_dir, &["-incoming", "defer"]);
+
+        let caps: Vec<Value> = capabilities
+            .iter()
+            .map(|c| json!({"capability": c, "state": true}))
+            .collect();
+        let mut dest_qmp = Qmp::connect(&dest.qmp_path, QMP_TIMEOUT)
+            .unwrap_or_else(|e| panic!("destination QMP: {e}\n{}", dest.console()));
+        let mut source_qmp = Qmp::connect(&source.qmp_path, QMP_TIMEOUT)
+            .unwrap_or_else(|e| panic!("source QMP: {e}\n{}", source.console()));
+        if !caps.is_empty() {
+            for qmp in [&mut dest_qmp, &mut source_qmp] {
+                qmp.run(
+                    "migrate-set-capabilities",
+                    json!({ "capabilities": caps.clone() }),
+                );
+            }
+        }
+        dest_qmp.run("migrate-incoming", json!({"uri": "tcp:127.0.0.1:0"}));
+        let incoming = dest_qmp.query_migrate().expect("destination query-migrate");
+        let port = incoming["socket-address"][0]["port"]
+            .as_str()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no listening port in {incoming}"));
+        println!(
+            "source ({SOURCE_DEVICE}) and destination ({DEST_DEVICE}, port {port}) started under {}",
+            source.accel
+        );
+        Some(Pair {
+            dir,
+            source_backend,
+            dest_backend,
+            source,
+            dest,
+            source_qmp,
+            port,
+        })
+    }
+
+    /// Waits until the guest program on the source is well under way.
+    fn wait_for_program(&mut self) {
+        let found = self.source.wait_for_console(MIGRATE_AT, RUN_TIMEOUT);
+        assert!(
+            found,
+            "the source never printed {MIGRATE_AT:?}:\n{}\nsource back-end:\n{}",
+            self.source.console(),
+            self.source_backend.log()
+        );
+    }
+
+    fn migrate(&mut self) -> Instant {
+        let uri = format!("tcp:127.0.0.1:{}", self.port);
+        let started = Instant::now();
+        self.source_qmp.run("migrate", json!({ "uri": uri }));
+        started
+    }
+
+    /// Polls the source's `query-migrate` until its status is one of
+    /// `until`; returns the last answer.
+    fn poll_source(&mut self, until: &[&str], timeout: Duration) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let info = self
+                .source_qmp
+                .query_migrate()
+                .unwrap_or_else(|e| panic!("source query-migrate: {e}"));
+            let status = info["status"].as_str().unwrap_or_default();
+            if until.contains(&status) {
+                return info;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "migration still {status} after {timeout:?}: {info}\nsource:\n{}",
+                self.source.console()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The failure paths' end: the source VM is running, and its program
+    /// finishes there with the native checksum.
+    fn source_finishes(&mut self, what: &str) {
+        let state = self.source_qmp.run_state().expect("source query-status");
+        assert_eq!(
+            state,
+            "running",
+            "after {what} the source VM is {state}, not running\nsource:\n{}\nsource back-end:\n{}",
+            self.source.console(),
+            self.source_backend.log()
+        );
+        let exited = self.source.wait_exit(RUN_TIMEOUT);
+        let console = self.source.console();
+        assert!(exited, "the source did not finish after {what}:\n{console}");
+        assert_eq!(
+            self.source.exit_status(),
+            Some(0),
+            "the program failed on the source after {what}:\n{console}\nsource back-end:\n{}",
+            self.source_backend.log()
+        );
+        let checksum = guest_checksum(&console, "source");
+        assert_eq!(
+            checksum,
+            native_checksum(),
+            "after {what} the source's result differs from a native run"
+        );
+        println!(
+            "{what}: the source ran on and finished with the native checksum {checksum} ({}, {:.1} s after boot)",
+            self.dir.display(),
+            self.source.started.elapsed().as_secs_f32()
+        );
+    }
+}
+
+/// `device state: sent N session(s), B bytes (...)` of a back-end's log.
+fn device_state_line<'a>(log: &'a str, verb: &str) -> Option<&'a str> {
+    log.lines()
+        .find(|l| l.contains(&format!("device state: {verb} ")))
+}
+
+fn state_bytes(line: &str) -> Option<u64> {
+    let after = &line[line.find("session(s), ")? + "session(s), ".len()..];
+    after.split_whitespace().next()?.parse().ok()
+}
+
+#[test]
+fn guest_program_migrates_to_a_backend_on_another_device() {
+    let _serial = serial();
+    let Some(mut pair) = Pair::start("vm-migrate", &[], &[]) else {
+        return;
+    };
+    let native = native_checksum();
+    pair.wait_for_program();
+    let started = pair.migrate();
+    let info = pair.poll_source(&["completed", "failed", "cancelled"], RUN_TIMEOUT);
+    let wall = started.elapsed();
+    assert_eq!(
+        info["status"], "completed",
+        "migration did not complete: {info}\nsource:\n{}\nsource back-end:\n{}\ndestination:\n{}\ndestination back-end:\n{}",
+        pair.source.console(),
+        pair.source_backend.log(),
+        pair.dest.console(),
+        pair.dest_backend.log()
+    );
+    let source_state = pair.source_qmp.run_state().expect("source query-status");
+    assert_eq!(source_state, "postmigrate");
+
+    // The program finishes on the destination.
+    let exited = pair.dest.wait_exit(RUN_TIMEOUT);
+    let dest_console = pair.dest.console();
+    let dest_log = pair.dest_backend.log();
+    assert!(
+        exited,
+        "the destination did not finish:\n{dest_console}\ndestination back-end:\n{dest_log}"
+    );
+    assert_eq!(
+        pair.dest.exit_status(),
+        Some(0),
+        "the program failed on the destination:\n{dest_console}\ndestination back-end:\n{dest_log}"
+    );
+    let checksum = guest_checksum(&dest_console, "destination");
+    assert_eq!(
+        checksum, native,
+        "the migrated run differs from a native run"
+    );
+    let source_console = pair.source.console();
+    assert!(
+        !source_console.contains("RESULT"),
+        "the source finished the program too:\n{source_console}"
+    );
+    let last_on_source = source_console
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("PROGRESS "))
+        .next_back()
+        .unwrap_or("-")
+        .to_string();
+    let first_on_dest = dest_console
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("PROGRESS "))
+        .unwrap_or("-")
+        .to_string();
+
+    let source_log = pair.source_backend.log();
+    let sent = device_state_line(&source_log, "sent").unwrap_or_else(|| {
+        panic!("the source back-end logged no device-state save:\n{source_log}")
+    });
+    let received = device_state_line(&dest_log, "received").unwrap_or_else(|| {
+        panic!("the destination back-end logged no device-state load:\n{dest_log}")
+    });
+    let bytes = state_bytes(sent).expect("bytes in the device-state line");
+    assert!(
+        bytes >= 256 << 20,
+        "the vGPU state ({bytes} bytes) cannot hold 256 MiB of buffers: {sent}"
+    );
+    let ms = |k: &str| info[k].as_u64().unwrap_or(0);
+    println!("migration {}: {info}", pair.dir.display());
+    println!(
+        "MIGRATION total {} ms (wall {:.2} s), downtime {} ms, setup {} ms; \
+         RAM {} bytes transferred; vGPU state {} bytes ({:.1} MiB)",
+        ms("total-time"),
+        wall.as_secs_f32(),
+        ms("downtime"),
+        ms("setup-time"),
+        info["ram"]["transferred"],
+        bytes,
+        bytes as f64 / (1 << 20) as f64
+    );
+    println!("source back-end: {sent}");
+    println!("destination back-end: {received}");
+    println!(
+        "program: last PROGRESS on the source {last_on_source}, first on the destination {first_on_dest}; \
+         checksum {checksum} = native"
+    );
+    let _ = pair.source_qmp.execute("quit", None);
+}
+
+#[test]
+fn cancelled_migration_leaves_the_source_running() {
+    let _serial = serial();
+    let Some(mut pair) = Pair::start("vm-migrate-cancel", &[], &[]) else {
+        return;
+    };
+    pair.wait_for_program();
+    // Slow enough that the pre-copy is still running when it is cancelled.
+    pair.source_qmp.run(
+        "migrate-set-parameters",
+        json!({"max-bandwidth": 1u64 << 20}),
+    );
+    pair.migrate();
+    let info = pair.poll_source(&["active", "completed", "failed"], QMP_TIMEOUT);
+    assert_eq!(info["status"], "active", "{info}");
+    std::thread::sleep(Duration::from_secs(2));
+    let info = pair.source_qmp.query_migrate().expect("query-migrate");
+    assert_eq!(info["status"], "active", "not active before cancel: {info}");
+    println!(
+        "cancelling with {} bytes of RAM sent",
+        info["ram"]["transferred"]
+    );
+    pair.source_qmp.run("migrate_cancel", Value::Null);
+    let info = pair.poll_source(&["cancelled", "failed", "completed"], QMP_TIMEOUT);
+    assert_eq!(info["status"], "cancelled", "{info}");
+    pair.source_finishes("migrate_cancel");
+    assert!(
+        device_state_line(&pair.source_backend.log(), "sent").is_none(),
+        "the source back-end saved its state although the migration was cancelled during pre-copy"
+    );
+    // The destination never got the VM.
+    pair.dest.kill();
+}
+
+#[test]
+fn destination_backend_refusing_the_vgpu_fails_the_migration() {
+    let _serial = serial();
+    if vm_parts().is_none() {
+        return;
+    }
+    let profile_dir = paths::scratch("vm-migrate-refuse-profile");
+    let small = small_profile(&profile_dir);
+    // The return path lets the destination tell the source that loading
+    // failed: the source then fails the migration and resumes the VM
+    // (without it the source reports `completed` and stays paused, and a
+    // manager must `cont` it, as libvirt does).
+    let Some(mut pair) = Pair::start(
+        "vm-migrate-refuse",
+        &["return-path"],
+        &["--profile", small.to_str().expect("utf-8 path")],
+    ) else {
+        return;
+    };
+    pair.wait_for_program();
+    pair.migrate();
+    let info = pair.poll_source(&["completed", "failed", "cancelled"], RUN_TIMEOUT);
+    let dest_log = pair.dest_backend.log();
+    assert_eq!(
+        info["status"],
+        "failed",
+        "{info}\ndestination:\n{}\ndestination back-end:\n{dest_log}",
+        pair.dest.console()
+    );
+    println!("source: {}", info["error-desc"]);
+    assert!(
+        dest_log.contains("cannot honour"),
+        "the destination back-end did not refuse for the profile:\n{dest_log}"
+    );
+    let refusal = dest_log
+        .lines()
+        .find(|l| l.contains("device-state transfer failed"))
+        .unwrap_or("-");
+    println!("destination back-end: {refusal}");
+    // The destination QEMU gives up on the incoming VM.
+    let exited = pair.dest.wait_exit(Duration::from_secs(30));
+    let dest_console = pair.dest.console();
+    assert!(exited, "the destination QEMU kept running:\n{dest_console}");
+    if let Some(err) = dest_console.split("--- qemu stderr ---").nth(1) {
+        println!("destination QEMU: {}", err.trim());
+    }
+    // The source resumes once it has heard of the failure.
+    let deadline = Instant::now() + QMP_TIMEOUT;
+    while pair.source_qmp.run_state().expect("query-status") != "running"
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    pair.source_finishes("a refused migration");
+}
+
+#[test]
+fn destination_qemu_killed_mid_stream_leaves_the_source_running() {
+    let _serial = serial();
+    let Some(mut pair) = Pair::start("vm-migrate-kill", &[], &[]) else {
+        return;
+    };
+    pair.wait_for_program();
+    pair.source_qmp.run(
+        "migrate-set-parameters",
+        json!({"max-bandwidth": 1u64 << 20}),
+    );
+    pair.migrate();
+    let info = pair.poll_source(&["active", "completed", "failed"], QMP_TIMEOUT);
+    assert_eq!(info["status"], "active", "{info}");
+    std::thread::sleep(Duration::from_secs(1));
+    let info = pair.source_qmp.query_migrate().expect("query-migrate");
+    assert_eq!(info["status"], "active", "{info}");
+    println!(
+        "killing the destination QEMU (pid {}) with {} bytes of RAM sent",
+        pair.dest.pid(),
+        info["ram"]["transferred"]
+    );
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(pair.dest.pid() as i32, libc::SIGKILL) };
+    let info = pair.poll_source(&["failed", "cancelled", "completed"], QMP_TIMEOUT);
+    assert_eq!(info["status"], "failed", "{info}");
+    println!("source: {}", info["error-desc"]);
+    pair.source_finishes("the destination QEMU's death");
+}
