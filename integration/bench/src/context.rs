@@ -18,11 +18,15 @@ pub struct Settings {
     pub reps: usize,
     /// Untimed runs before the measured ones.
     pub warmups: usize,
+    /// Also the figures that boot guests.
+    pub vm: bool,
 }
 
 /// Where the binaries and programs are.
 #[derive(Debug, Clone)]
 pub struct Paths {
+    /// The workspace root.
+    pub root: PathBuf,
     pub backend: PathBuf,
     pub icd: PathBuf,
     /// The micro-benchmark programs (integration/bench/c).

@@ -5,6 +5,7 @@ pub mod backend;
 pub mod benches;
 pub mod context;
 pub mod error;
+pub mod guest;
 pub mod machine;
 pub mod record;
 pub mod report;

@@ -58,6 +58,11 @@ struct Args {
     #[arg(long, value_name = "S", default_value_t = 600)]
     timeout: u64,
 
+    /// Also boot the guest (patched QEMU, built by scripts/setup.sh) and run
+    /// the workloads in it.
+    #[arg(long)]
+    vm: bool,
+
     /// Print every program run.
     #[arg(long, short)]
     verbose: bool,
@@ -76,6 +81,7 @@ impl From<Args> for Options {
                 quick: args.quick,
                 reps,
                 warmups,
+                vm: args.vm,
             },
             root: args.root,
             bin_dir: args.bin_dir,

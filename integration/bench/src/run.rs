@@ -51,6 +51,7 @@ pub fn run(options: &Options) -> Result<Outcome> {
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch).map_err(io("create", &scratch))?;
     let paths = Paths {
+        root: options.root.clone(),
         backend: options.bin_dir.join("vgpu-backend"),
         icd: options.bin_dir.join("libvgpu_opencl.so"),
         bench_programs: programs.join("bench"),
@@ -92,7 +93,9 @@ fn measure(options: &Options, ctx: &Context, started: Instant) -> Result<Outcome
         if !options.only.is_empty() && !options.only.iter().any(|o| o == bench.name()) {
             continue;
         }
-        if let Some(why) = bench.pending() {
+        let not_asked = (bench.needs_vm() && !options.settings.vm)
+            .then_some("boots a guest: run scripts/bench.sh --vm");
+        if let Some(why) = bench.pending().or(not_asked) {
             pending.push(Pending {
                 section: bench.section(),
                 name: bench.name(),
@@ -159,6 +162,7 @@ fn measure(options: &Options, ctx: &Context, started: Instant) -> Result<Outcome
         .parent()
         .map_or_else(PathBuf::new, Path::to_path_buf);
     let links: Vec<String> = plots.iter().map(|p| relative(p, &md_dir)).collect();
+    let json = relative(&options.out.join("bench.json"), &md_dir);
     let info = RunInfo {
         machine,
         device,
@@ -167,6 +171,9 @@ fn measure(options: &Options, ctx: &Context, started: Instant) -> Result<Outcome
         warmups: options.settings.warmups,
         quick: options.settings.quick,
         seconds: started.elapsed().as_secs_f64(),
+        load: std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")),
         commit: command_line(&options.root, "git", &["describe", "--always", "--dirty"]),
         date: command_line(&options.root, "date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
     };
@@ -176,6 +183,7 @@ fn measure(options: &Options, ctx: &Context, started: Instant) -> Result<Outcome
         verdicts: &verdicts,
         pending: &pending,
         plots: &links,
+        json: &json,
         failures: &failures,
     };
     std::fs::write(&markdown, report.render()).map_err(io("write", &markdown))?;

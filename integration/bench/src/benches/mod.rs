@@ -6,6 +6,7 @@ mod enqueue;
 mod queue_depth;
 mod roundtrip;
 mod state;
+mod vm;
 mod workloads;
 
 use crate::context::Context;
@@ -21,15 +22,18 @@ pub enum Section {
     Workloads,
     /// The backend's --queue-depth bound: throughput against drain time.
     QueueDepth,
+    /// Workloads inside a real guest (only with --vm).
+    Vm,
     /// Checkpoint/restore, re-homing and migration.
     State,
 }
 
 impl Section {
-    pub const ALL: [Section; 4] = [
+    pub const ALL: [Section; 5] = [
         Section::Micro,
         Section::Workloads,
         Section::QueueDepth,
+        Section::Vm,
         Section::State,
     ];
 
@@ -38,6 +42,7 @@ impl Section {
             Section::Micro => "Micro-benchmarks",
             Section::Workloads => "VOCL workloads",
             Section::QueueDepth => "Queue depth: run-time overhead against drain time",
+            Section::Vm => "In a VM",
             Section::State => "Checkpoint, re-home and migration",
         }
     }
@@ -54,6 +59,11 @@ pub trait Benchmark {
         None
     }
 
+    /// Whether it boots guests (runs only with --vm).
+    fn needs_vm(&self) -> bool {
+        false
+    }
+
     /// Measures natively and through vgpu.
     fn run(&self, ctx: &Context) -> Result<Vec<Figure>>;
 }
@@ -66,6 +76,7 @@ pub fn all() -> Vec<Box<dyn Benchmark>> {
         Box::new(bandwidth::Bandwidth),
         Box::new(workloads::Workloads),
         Box::new(queue_depth::QueueDepth),
+        Box::new(vm::VmWorkloads),
         Box::new(state::Pending::CHECKPOINT),
         Box::new(state::Pending::REHOME),
         Box::new(state::Pending::MIGRATION),

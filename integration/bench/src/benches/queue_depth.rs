@@ -26,8 +26,8 @@ pub const DEPTHS: [usize; 6] = [1, 2, 5, 10, 20, 0];
 const FULL_WORKLOAD: Case = Case {
     program: "smith_waterman",
     options: &[
-        ("-n", "query", 512),
-        ("-m", "database", 1024),
+        ("-n", "query", 1024),
+        ("-m", "database", 2048),
         ("-i", "sequences", 2),
     ],
 };
@@ -52,7 +52,7 @@ impl Benchmark for QueueDepth {
     fn run(&self, ctx: &Context) -> Result<Vec<Figure>> {
         let quick = ctx.settings.quick;
         let workload = if quick { QUICK_WORKLOAD } else { FULL_WORKLOAD };
-        let (kernels, spin) = if quick { (20, 500) } else { (100, 4000) };
+        let (kernels, spin) = if quick { (20, 500) } else { (100, 20_000) };
         let workload_program = ctx.workload_program(workload.program);
         let drain_program = ctx.bench_program("drain");
         let drain_args = args(&[("-r", ctx.settings.reps), ("-k", kernels), ("-w", spin)]);

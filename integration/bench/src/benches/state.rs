@@ -18,15 +18,15 @@ pub struct Pending {
 impl Pending {
     pub const CHECKPOINT: Pending = Pending {
         name: "checkpoint",
-        why: "checkpoint/restore through vgpu-ctl: time to save and to restore, stream size",
+        why: "the feature does not exist yet; to come: checkpoint/restore through vgpu-ctl, time to save and to restore, stream size",
     };
     pub const REHOME: Pending = Pending {
         name: "rehome",
-        why: "re-homing a running vGPU to another device on the host (CPU ⇄ GPU): pause time",
+        why: "the feature does not exist yet; to come: re-homing a running vGPU to another device on the host (CPU ⇄ GPU), pause time",
     };
     pub const MIGRATION: Pending = Pending {
         name: "migration",
-        why: "QEMU live migration with the vGPU: downtime and total time",
+        why: "the feature does not exist yet; to come: QEMU live migration with the vGPU, downtime and total time",
     };
 }
 

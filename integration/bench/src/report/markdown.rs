@@ -20,6 +20,8 @@ pub struct RunInfo {
     pub warmups: usize,
     pub quick: bool,
     pub seconds: f64,
+    /// /proc/loadavg when the run ended (other work on the machine).
+    pub load: Option<String>,
     pub commit: Option<String>,
     pub date: Option<String>,
 }
@@ -38,6 +40,8 @@ pub struct Report<'a> {
     pub pending: &'a [Pending],
     /// The plots, as paths relative to the Markdown file.
     pub plots: &'a [String],
+    /// bench.json, relative to the Markdown file.
+    pub json: &'a str,
     /// Benchmarks that stopped with an error.
     pub failures: &'a [(String, String)],
 }
@@ -105,8 +109,13 @@ impl Report<'_> {
             when.push(format!("commit `{commit}`"));
         }
         when.push(format!("the whole run took {:.0} s", i.seconds));
+        if let Some(load) = &i.load {
+            when.push(format!(
+                "load average at the end {load} (other work on the machine shares the cores)"
+            ));
+        }
         let _ = writeln!(md, "- {}", when.join(", "));
-        let _ = writeln!(md, "- raw figures: `bench.json` beside the plots' run output (records `{{benchmark, parameters, unit, native, vgpu, ratio, machine, device}}`; `ratio` = vgpu median / native median)");
+        let _ = writeln!(md, "- raw figures: [`{}`]({}) (records `{{benchmark, parameters, unit, native, vgpu, ratio, machine, device}}`; `ratio` = vgpu median / native median)", self.json, self.json);
     }
 
     fn targets(&self, md: &mut String) {
@@ -160,11 +169,7 @@ impl Report<'_> {
             let _ = writeln!(md, "![{name}]({plot})\n");
         }
         for p in pending {
-            let _ = writeln!(
-                md,
-                "- `{}`: not measured yet, the feature does not exist — {}.",
-                p.name, p.why
-            );
+            let _ = writeln!(md, "- `{}`: not measured in this run — {}.", p.name, p.why);
         }
     }
 }
@@ -203,6 +208,12 @@ time of `clFinish`. Through vgpu `clFlush` returns once the backend has taken th
 that `clFinish` time is a fair proxy for the drain a snapshot or a migration would wait for \
 (with the bound, at most N kernels are still queued). Native has no bound: its figures are \
 the same in every row and shown once.",
+        ),
+        Section::Vm => Some(
+            "The same programs at the suite's quick sizes, run inside the test guest \
+(patched QEMU, `virtio_vgpu.ko`, the ICD, `/dev/vgpu0`) against the host's backend; one boot \
+per run. The guest is emulated (TCG): the ICD's own work runs emulated too, so these \
+figures are not what KVM would give.",
         ),
         Section::State => None,
     }

@@ -17,8 +17,15 @@ pub fn section_tables(section: Section, records: &[Record]) -> Vec<Table> {
             ),
             bandwidth(&of("bandwidth_write"), &of("bandwidth_read")),
         ],
-        Section::Workloads => vec![workloads(&of("workload_time"))],
+        Section::Workloads => vec![workloads(
+            "VOCL workloads: total time of the OpenCL part (s)",
+            &of("workload_time"),
+        )],
         Section::QueueDepth => vec![queue_depth(records)],
+        Section::Vm => vec![workloads(
+            "VOCL workloads in the guest (vgpu column) against native on the host (s)",
+            &of("vm_workload_time"),
+        )],
         Section::State => Vec::new(),
     };
     // Figures no table above lays out (added later) go under State until
@@ -47,6 +54,7 @@ const KNOWN: &[(&str, Section)] = &[
     ("queue_depth_drain", Section::QueueDepth),
     ("queue_depth_burst", Section::QueueDepth),
     ("queue_depth_kernel", Section::QueueDepth),
+    ("vm_workload_time", Section::Vm),
 ];
 
 fn section_of(benchmark: &str) -> Option<Section> {
@@ -133,9 +141,9 @@ fn bandwidth(write: &[&Record], read: &[&Record]) -> Table {
     t
 }
 
-fn workloads(records: &[&Record]) -> Table {
+fn workloads(title: &str, records: &[&Record]) -> Table {
     let mut t = Table::new(
-        "VOCL workloads: total time of the OpenCL part (s)",
+        title,
         &[
             "workload",
             "size",
