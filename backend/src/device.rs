@@ -95,6 +95,12 @@ impl VgpuDevice {
             {
                 vring.disable_notification().map_err(io::Error::other)?;
             }
+            if !self.avail_index_sane(vring, &mem) {
+                // A driver that moved the available index further than the
+                // ring holds has broken the queue: nothing is taken from it
+                // until it is reset, and the worker does not spin on it.
+                return Ok(());
+            }
             loop {
                 // The write lock is held only to pop one chain.
                 let chain = vring
@@ -133,10 +139,40 @@ impl VgpuDevice {
     }
 }
 
+impl VgpuDevice {
+    /// Whether the driver's available index is at most a ring's worth ahead.
+    fn avail_index_sane(
+        &self,
+        vring: &VringRwLock<GuestMemoryAtomic<GuestRam>>,
+        mem: &GuestRam,
+    ) -> bool {
+        let state = vring.get_ref();
+        let queue = state.get_queue();
+        let Ok(avail) = queue.avail_idx(mem, std::sync::atomic::Ordering::Acquire) else {
+            crate::guest_warn!(
+                self.inner.vgpu.warnings,
+                "the submit ring's available index is unreadable"
+            );
+            return false;
+        };
+        let pending = avail.0.wrapping_sub(queue.next_avail());
+        if pending > queue.size() {
+            crate::guest_warn!(
+                self.inner.vgpu.warnings,
+                "the driver published {pending} chains on a ring of {}: queue ignored until reset",
+                queue.size()
+            );
+            return false;
+        }
+        true
+    }
+}
+
 /// Puts a chain on the used ring and notifies the driver.
 fn return_chain(vring: &VringRwLock<GuestMemoryAtomic<GuestRam>>, head: u16, used: u32) {
     if let Err(e) = vring.add_used(head, used) {
-        log::warn!("cannot return descriptor chain {head}: {e}");
+        // Only a head the driver forged can fail here (it is out of range).
+        log::debug!("cannot return descriptor chain {head}: {e}");
         return;
     }
     // With EVENT_IDX the driver says when it wants an interrupt.

@@ -409,7 +409,6 @@ fn hostile_chains_from_a_guest_hurt_neither_the_backend_nor_another_vm() {
 /// answering "more work") then spins in its vring worker logging
 /// "Iterator error" without end, also after the VM is gone.
 #[test]
-#[ignore = "vgpu-backend spins on a jumped available index (backend/src/device.rs process_submit_queue)"]
 fn a_jumped_available_index_does_not_make_the_backend_spin() {
     let Some(qemu) = vm_qemu() else { return };
     let _vm = vm_lock();
