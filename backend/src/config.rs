@@ -67,6 +67,15 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub max_batch: u64,
 
+    /// Confinement once set up: `default` (no new privileges, no network,
+    /// a seccomp filter; see SECURITY.md) or `none` for debugging.
+    #[arg(long, value_name = "MODE", default_value = "default")]
+    pub sandbox: String,
+
+    /// Run as this unprivileged user once the sockets and devices are open.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+
     /// Start from a checkpoint written by `vgpu-ctl checkpoint`: the first
     /// front-end that connects gets the checkpoint's vGPU (a loopback
     /// program reconnecting after a backend restart resumes its session).
@@ -101,6 +110,8 @@ pub enum ConfigError {
     BadDevice(String),
     #[error("invalid --log-level {0:?}: expected error, warn, info, debug or trace")]
     BadLogLevel(String),
+    #[error("invalid --sandbox {0:?}: expected default or none")]
+    BadSandbox(String),
     #[error("--socket is required")]
     NoSocket,
 }
@@ -116,6 +127,7 @@ pub struct Config {
     pub restore: Option<PathBuf>,
     pub profile: Option<PathBuf>,
     pub limits: crate::quota::Limits,
+    pub sandbox: crate::sandbox::Sandbox,
 }
 
 /// One device to serve.
@@ -206,6 +218,13 @@ impl TryFrom<Args> for Config {
             queue_depth: args.queue_depth,
             restore: args.restore,
             profile: args.profile,
+            sandbox: match args.sandbox.as_str() {
+                "default" => crate::sandbox::Sandbox::Default {
+                    user: args.user.clone(),
+                },
+                "none" => crate::sandbox::Sandbox::None,
+                other => return Err(ConfigError::BadSandbox(other.to_string())),
+            },
             limits: crate::quota::Limits {
                 memory_bytes: args.max_memory,
                 objects: args.max_objects,

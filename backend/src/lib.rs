@@ -11,6 +11,7 @@ pub mod harness;
 pub mod migrate;
 pub mod quota;
 pub mod ratelimit;
+pub mod sandbox;
 pub mod server;
 pub mod session;
 pub mod snapshot;

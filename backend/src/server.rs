@@ -29,6 +29,8 @@ pub enum ServerError {
     Signals(#[source] std::io::Error),
     #[error("vhost-user daemon failed: {0}")]
     Daemon(String),
+    #[error("cannot confine the daemon (use --sandbox none to run without)")]
+    Sandbox(#[source] std::io::Error),
     #[error("invalid --profile {0}: {1}")]
     Profile(PathBuf, String),
     #[error("cannot restore {0}: {1}")]
@@ -184,6 +186,7 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 pub fn run(config: Config) -> Result<(), ServerError> {
+    crate::sandbox::isolate_network(&config.sandbox);
     let executors = open_executors(&config)?;
     let advertised = match &config.profile {
         Some(path) => {
@@ -219,6 +222,7 @@ pub fn run(config: Config) -> Result<(), ServerError> {
     let mut listener = Listener::new(&config.socket, true)
         .map_err(|e| ServerError::Listen(config.socket.clone(), e))?;
     log::info!("listening on {}", config.socket.display());
+    crate::sandbox::apply(&config.sandbox).map_err(ServerError::Sandbox)?;
     let result = accept_loop(&mut listener, &registry);
     remove_socket(&config.socket);
     if let Some(path) = &config.control {

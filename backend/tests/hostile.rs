@@ -723,3 +723,37 @@ fn released_handles_are_unknown_and_racing_releases_free_once() {
         .counts;
     assert_eq!(counts[ObjectKind::Mem.index()], 0);
 }
+
+#[test]
+fn the_daemon_runs_confined() {
+    let backend = Backend::start();
+    let pid = backend.pid();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+    assert!(status.contains("Seccomp:\t2"), "{status}");
+    let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let theirs = std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
+    if unsafe_is_root() {
+        assert_ne!(ours, theirs, "the daemon left the host's network");
+    }
+    // Confined, it still computes.
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    assert_eq!(
+        one_status(
+            &mut raw,
+            1,
+            CreateContext {
+                context: 1,
+                properties: vec![]
+            }
+            .into()
+        ),
+        Status::SUCCESS
+    );
+}
+
+fn unsafe_is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}

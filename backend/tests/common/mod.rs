@@ -66,6 +66,10 @@ impl Backend {
         }
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether the daemon process is still alive.
     pub fn is_running(&mut self) -> bool {
         self.child.try_wait().expect("wait").is_none()
