@@ -193,10 +193,8 @@ pub fn apply(sandbox: &Sandbox) -> io::Result<()> {
         become_user(user)?;
     }
     // SAFETY: prctl with constant arguments on this process.
-    check(
-        unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) },
-        "no_new_privs",
-    )?;
+    let rc = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+    check(rc, "no_new_privs")?;
     let prog = filter();
     let fprog = SockFprog {
         len: prog.len() as u16,
