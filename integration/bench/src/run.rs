@@ -174,7 +174,11 @@ fn measure(options: &Options, ctx: &Context, started: Instant) -> Result<Outcome
         load: std::fs::read_to_string("/proc/loadavg")
             .ok()
             .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")),
-        commit: command_line(&options.root, "git", &["describe", "--always", "--dirty"]),
+        // VGPU_BENCH_COMMIT names the source of a tree that is not a checkout
+        // (e.g. a `git archive` export).
+        commit: std::env::var("VGPU_BENCH_COMMIT")
+            .ok()
+            .or_else(|| command_line(&options.root, "git", &["describe", "--always", "--dirty"])),
         date: command_line(&options.root, "date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
     };
     let report = Report {

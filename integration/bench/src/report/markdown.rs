@@ -58,9 +58,11 @@ started: the loopback transport, the same protocol and backend code as in a VM).
 ## How to reproduce
 
 ```sh
-scripts/bench.sh                 # full run: BENCHMARKS.md, docs/bench/*.png, target/bench/bench.json
+scripts/bench.sh                 # full run: BENCHMARKS.md, docs/bench/{bench.json,*.png}
+scripts/bench.sh --vm            # also the workloads inside a guest (builds the patched QEMU first)
 scripts/bench.sh --quick         # tiny sizes, 2 repetitions: checks the harness (< 1 min)
-scripts/bench.sh --out DIR       # JSON, tables and plots into DIR
+scripts/bench.sh --out DIR       # JSON, report and plots into DIR instead
+scripts/bench.sh -- --only bandwidth,workloads   # a subset (vgpu-bench --list)
 ```
 
 `scripts/bench.sh` runs `scripts/setup.sh` (with `VGPU_SKIP_VM=1` unless `--vm`),
