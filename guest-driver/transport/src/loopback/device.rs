@@ -130,6 +130,9 @@ impl std::fmt::Debug for LoopbackDevice {
     }
 }
 
+/// How long `wait_used` polls the used ring before it sleeps.
+const SPIN: Duration = Duration::from_micros(30);
+
 impl LoopbackDevice {
     /// Connects to the backend's socket, sets up guest memory and both
     /// queues (the full vhost-user handshake), and posts the event buffers.
@@ -279,6 +282,15 @@ impl LoopbackDevice {
     /// Fails with `ConnectionAborted` when the backend closes the socket.
     pub fn wait_used(&mut self, timeout: Option<Duration>) -> io::Result<Option<UsedElem>> {
         let deadline = timeout.map(|t| Instant::now() + t);
+        // Most answers come within microseconds: look for a while before
+        // paying for a sleep and a wake-up.
+        let spin_until = Instant::now() + SPIN;
+        while Instant::now() < spin_until {
+            if let Some(used) = self.submit.ring.pop_used() {
+                return Ok(Some(used));
+            }
+            std::hint::spin_loop();
+        }
         loop {
             // Arm first, then look: a used element that lands between the
             // look and the sleep then still rings the call eventfd.
