@@ -31,6 +31,14 @@ pub struct Record {
     pub device: String,
 }
 
+impl Record {
+    /// Whether native's and vgpu's min–max ranges overlap: then the
+    /// difference of the medians is within the run-to-run spread.
+    pub fn ranges_overlap(&self) -> bool {
+        self.native.min <= self.vgpu.max && self.vgpu.min <= self.native.max
+    }
+}
+
 /// What a benchmark module hands back, before machine and device are added.
 #[derive(Debug, Clone)]
 pub struct Figure {

@@ -89,6 +89,7 @@ fn measure(options: &Options, ctx: &Context, started: Instant) -> Result<Outcome
     let mut records = Vec::new();
     let mut failures = Vec::new();
     let mut pending = Vec::new();
+    let mut loads: Vec<f64> = load_1min().into_iter().collect();
     for bench in benches::all() {
         if !options.only.is_empty() && !options.only.iter().any(|o| o == bench.name()) {
             continue;
@@ -105,7 +106,9 @@ fn measure(options: &Options, ctx: &Context, started: Instant) -> Result<Outcome
         }
         let t = Instant::now();
         eprintln!("vgpu-bench: {} ...", bench.name());
-        match bench.run(ctx) {
+        let result = bench.run(ctx);
+        loads.extend(load_1min());
+        match result {
             Ok(figures) => {
                 records.extend(
                     figures
@@ -158,9 +161,10 @@ fn measure(options: &Options, ctx: &Context, started: Instant) -> Result<Outcome
             Vec::new()
         }
     };
-    let md_dir = markdown
-        .parent()
-        .map_or_else(PathBuf::new, Path::to_path_buf);
+    let md_dir = match markdown.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
     let links: Vec<String> = plots.iter().map(|p| relative(p, &md_dir)).collect();
     let json = relative(&options.out.join("bench.json"), &md_dir);
     let info = RunInfo {
@@ -171,9 +175,7 @@ fn measure(options: &Options, ctx: &Context, started: Instant) -> Result<Outcome
         warmups: options.settings.warmups,
         quick: options.settings.quick,
         seconds: started.elapsed().as_secs_f64(),
-        load: std::fs::read_to_string("/proc/loadavg")
-            .ok()
-            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")),
+        load: load_range(&loads),
         // VGPU_BENCH_COMMIT names the source of a tree that is not a checkout
         // (e.g. a `git archive` export).
         commit: std::env::var("VGPU_BENCH_COMMIT")
@@ -227,6 +229,23 @@ fn build_programs(root: &Path, programs: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The 1-minute load average.
+fn load_1min() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// "min–max" of the load samples.
+fn load_range(loads: &[f64]) -> Option<String> {
+    let min = loads.iter().copied().reduce(f64::min)?;
+    let max = loads.iter().copied().reduce(f64::max)?;
+    Some(format!("{min:.1}–{max:.1}"))
+}
+
 /// `path` relative to `base` when it lies below it, else as given.
 fn relative(path: &Path, base: &Path) -> String {
     let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
@@ -270,5 +289,9 @@ mod tests {
             "docs/bench/x.png"
         );
         assert_eq!(relative(Path::new("/b/x.png"), Path::new("/a")), "/b/x.png");
+        assert_eq!(
+            relative(Path::new("docs/x.png"), Path::new(".")),
+            "docs/x.png"
+        );
     }
 }

@@ -20,7 +20,7 @@ pub struct RunInfo {
     pub warmups: usize,
     pub quick: bool,
     pub seconds: f64,
-    /// /proc/loadavg when the run ended (other work on the machine).
+    /// Range of the 1-minute load average, sampled between benchmarks.
     pub load: Option<String>,
     pub commit: Option<String>,
     pub date: Option<String>,
@@ -113,7 +113,7 @@ impl Report<'_> {
         when.push(format!("the whole run took {:.0} s", i.seconds));
         if let Some(load) = &i.load {
             when.push(format!(
-                "load average at the end {load} (other work on the machine shares the cores)"
+                "1-minute load average between benchmarks {load} on {} CPUs (the run itself keeps about that many busy; more means other work shared the cores)", i.machine.cores
             ));
         }
         let _ = writeln!(md, "- {}", when.join(", "));

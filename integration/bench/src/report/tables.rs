@@ -151,6 +151,7 @@ fn workloads(title: &str, records: &[&Record]) -> Table {
             "vgpu",
             "vgpu/native",
             "overhead",
+            "min–max overlap",
         ],
     );
     for r in records {
@@ -166,9 +167,21 @@ fn workloads(title: &str, records: &[&Record]) -> Table {
             summary(&r.vgpu),
             ratio(r.ratio),
             percent(r.vgpu.median, r.native.median),
+            overlap(r),
         ]);
     }
     t
+}
+
+/// Whether the two sides' ranges overlap: then the difference of the
+/// medians is within the run-to-run spread.
+fn overlap(r: &Record) -> String {
+    if r.ranges_overlap() {
+        "yes (within spread)"
+    } else {
+        "no"
+    }
+    .into()
 }
 
 fn depth_label(depth: Option<f64>) -> String {

@@ -104,7 +104,16 @@ pub fn evaluate(records: &[Record]) -> Vec<Verdict> {
                 let ok = rs.iter().filter(|r| r.ratio <= limit).count();
                 Verdict {
                     target,
-                    measured: format!("{ok} of {} sizes; worst {}", rs.len(), ratio(worst.ratio)),
+                    measured: format!(
+                        "{ok} of {} sizes; worst {}{}",
+                        rs.len(),
+                        ratio(worst.ratio),
+                        if worst.ranges_overlap() {
+                            " (min–max ranges overlap: within the spread)"
+                        } else {
+                            ""
+                        }
+                    ),
                     met: Some(ok == rs.len()),
                 }
             }
