@@ -1,0 +1,816 @@
+//! Faults around the daemon: a guest process killed mid-call or while
+//! blocked on a user event nobody sets, a disk that fills up during a
+//! checkpoint; and the reproducers of what fuzzing found (`fuzz/`,
+//! `SECURITY.md`). Each time the daemon keeps serving, other sessions keep
+//! their objects, and what the fault touched is released.
+//!
+//! Guest processes are this test binary run again as a child
+//! (`VGPU_FAULT_CHILD`), a real loopback front-end in a process of its own
+//! that the test kills with SIGKILL.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Backend, RawFrontend};
+use vgpu_protocol::frame::BatchBuilder;
+use vgpu_protocol::messages::*;
+use vgpu_protocol::{decode_reply, ArgKind, DataRef, ObjectKind, Request, Wire};
+use vgpu_transport::loopback::Loopback;
+use vgpu_transport::vring::DescSpec;
+use vgpu_transport::Client;
+
+/// Session id of the child front-ends (its worker thread is
+/// `vgpu-session-42...`, truncated to 15 bytes by the kernel).
+const CHILD_SESSION: u64 = 424_242;
+const CHILD_THREAD: &str = "vgpu-session-42";
+/// How long the daemon may take to notice a dead front-end.
+const NOTICE: Duration = Duration::from_secs(5);
+
+const BUMP: &str = "__kernel void bump(__global uint *a, uint v) { a[get_global_id(0)] += v; }\n\
+                    __kernel void local_copy(__global uchar *a, __local uchar *s) {\n\
+                      if (get_local_id(0) == 0) s[0] = 7;\n\
+                      barrier(CLK_LOCAL_MEM_FENCE);\n\
+                      if (get_global_id(0) == 0) a[0] = s[0];\n\
+                    }\n";
+
+/// A session on its own connection that owns a buffer with known contents.
+struct Bystander {
+    raw: RawFrontend,
+}
+
+impl Bystander {
+    fn new(backend: &Backend) -> Bystander {
+        let mut raw = backend.raw();
+        raw.open_session(7);
+        let reply = raw.batch(
+            7,
+            &[
+                CreateContext {
+                    context: 1,
+                    properties: vec![],
+                }
+                .into(),
+                CreateQueue {
+                    queue: 2,
+                    context: 1,
+                    properties: vec![],
+                }
+                .into(),
+                CreateBuffer {
+                    mem: 3,
+                    context: 1,
+                    flags: 1,
+                    size: 256,
+                    init: DataRef::NONE,
+                }
+                .into(),
+                EnqueueFillBuffer {
+                    queue: 2,
+                    mem: 3,
+                    pattern: vec![0x5a],
+                    offset: 0,
+                    size: 256,
+                    wait: vec![],
+                    event: 0,
+                }
+                .into(),
+                Finish { queue: 2 }.into(),
+            ],
+        );
+        assert_all_succeed(&reply.records);
+        Bystander { raw }
+    }
+
+    /// Its objects are all there and its buffer still holds its bytes.
+    fn assert_intact(&mut self) {
+        let (reply, data) = self.raw.batch_with_in(
+            7,
+            &[
+                EnqueueReadBuffer {
+                    queue: 2,
+                    mem: 3,
+                    offset: 0,
+                    data: DataRef {
+                        offset: 0,
+                        len: 256,
+                    },
+                    wait: vec![],
+                    event: 0,
+                }
+                .into(),
+                SessionStats {}.into(),
+            ],
+            256,
+        );
+        assert_all_succeed(&reply.records);
+        assert!(data.iter().all(|b| *b == 0x5a), "bystander's data changed");
+        let counts = SessionStatsReply::from_bytes(&reply.records[1].payload)
+            .expect("stats")
+            .counts;
+        assert_eq!(counts[ObjectKind::Context.index()], 1);
+        assert_eq!(counts[ObjectKind::Queue.index()], 1);
+        assert_eq!(counts[ObjectKind::Mem.index()], 1);
+    }
+}
+
+fn assert_all_succeed(records: &[vgpu_protocol::frame::ReplyRecord]) {
+    assert!(
+        records.iter().all(|r| r.status.is_success()),
+        "a call failed: {records:?}"
+    );
+}
+
+/// The number after `"key": ` in the top level of a status line.
+fn status_number(status: &str, key: &str) -> u64 {
+    let needle = format!("], \"{key}\": ");
+    let at = status
+        .rfind(&needle)
+        .unwrap_or_else(|| panic!("no top-level {key} in {status}"))
+        + needle.len();
+    status[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number for {key} in {status}"))
+}
+
+/// Front-ends (VMs) listed by `status`.
+fn front_ends(status: &str) -> usize {
+    status.matches("\"id\": ").count()
+}
+
+/// Polls `vgpu-ctl status` until `done` holds; the last status.
+fn wait_status(backend: &Backend, limit: Duration, done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + limit;
+    loop {
+        let status = backend.status();
+        if done(&status) || Instant::now() >= deadline {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The daemon's process id, found by its socket on its command line.
+fn backend_pid(backend: &Backend) -> u32 {
+    let socket = backend.socket.to_string_lossy().into_owned();
+    for entry in std::fs::read_dir("/proc").expect("read /proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let words: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let is_backend = words.first().is_some_and(|w| w.ends_with(b"vgpu-backend"));
+        if is_backend && words.contains(&socket.as_bytes()) {
+            return pid;
+        }
+    }
+    panic!("no vgpu-backend process serves {socket}");
+}
+
+/// Names of the daemon's threads.
+fn thread_names(pid: u32) -> Vec<String> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .map(|name| name.trim().to_string())
+        .collect()
+}
+
+/// Waits until no thread of the daemon serves the child's session.
+fn wait_child_thread_gone(pid: u32) -> bool {
+    let deadline = Instant::now() + NOTICE;
+    while Instant::now() < deadline {
+        if !thread_names(pid).iter().any(|n| n == CHILD_THREAD) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+// ---- child front-ends ---------------------------------------------------
+
+/// This test binary as a child front-end running `scenario` against
+/// `socket`; returns once it printed `READY`.
+fn spawn_child(scenario: &str, socket: &Path) -> Child {
+    let mut child = Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "child_front_end",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("VGPU_FAULT_CHILD", scenario)
+        .env("VGPU_FAULT_SOCKET", socket)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the child front-end");
+    let stdout = child.stdout.take().expect("child stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            // (The harness prints "test child_front_end ... " before it.)
+            if line.trim_end().ends_with("READY") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    if rx.recv_timeout(Duration::from_secs(60)).is_err() {
+        let _ = child.kill();
+        panic!("child front-end {scenario} never got ready");
+    }
+    child
+}
+
+fn kill(child: &mut Child) {
+    // SAFETY: SIGKILL to our own child process, which is not reaped yet.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
+    assert_eq!(rc, 0, "kill the child");
+    child.wait().expect("reap the child");
+}
+
+/// Context, queue, a 1 MiB buffer and the `bump` kernel on it.
+fn child_setup(client: &Client) {
+    let requests: Vec<Request> = vec![
+        CreateContext {
+            context: 1,
+            properties: vec![],
+        }
+        .into(),
+        CreateQueue {
+            queue: 2,
+            context: 1,
+            properties: vec![],
+        }
+        .into(),
+        CreateBuffer {
+            mem: 3,
+            context: 1,
+            flags: 1,
+            size: 1 << 20,
+            init: DataRef::NONE,
+        }
+        .into(),
+        CreateProgramWithSource {
+            program: 4,
+            context: 1,
+            source: BUMP.as_bytes().to_vec(),
+        }
+        .into(),
+    ];
+    for request in requests {
+        client.defer(request).expect("defer a create");
+    }
+    client
+        .call(
+            BuildProgram {
+                program: 4,
+                options: vec![],
+            }
+            .into(),
+        )
+        .expect("build");
+    for request in [
+        Request::from(CreateKernel {
+            kernel: 5,
+            program: 4,
+            name: b"bump".to_vec(),
+        }),
+        SetKernelArg {
+            kernel: 5,
+            index: 0,
+            arg_kind: ArgKind::Mem as u32,
+            size: 8,
+            value: vec![],
+            handle: 3,
+        }
+        .into(),
+        SetKernelArg {
+            kernel: 5,
+            index: 1,
+            arg_kind: ArgKind::Value as u32,
+            size: 4,
+            value: 1u32.to_le_bytes().to_vec(),
+            handle: 0,
+        }
+        .into(),
+    ] {
+        client.defer(request).expect("defer a kernel call");
+    }
+}
+
+/// The child's side: runs only when `VGPU_FAULT_CHILD` names a scenario.
+#[test]
+fn child_front_end() {
+    let Ok(scenario) = std::env::var("VGPU_FAULT_CHILD") else {
+        return;
+    };
+    let socket = PathBuf::from(std::env::var_os("VGPU_FAULT_SOCKET").expect("socket"));
+    let transport = Loopback::connect(&socket).expect("connect");
+    let client = Client::open(Box::new(transport), CHILD_SESSION, false).expect("open");
+    child_setup(&client);
+    match scenario.as_str() {
+        // Kernels and transfers back to back until killed.
+        "busy" => {
+            let mut iteration = 0u64;
+            loop {
+                for _ in 0..8 {
+                    client
+                        .defer(
+                            EnqueueNdRange {
+                                queue: 2,
+                                kernel: 5,
+                                work_dim: 1,
+                                offset: [0; 3],
+                                global: [(1 << 20) / 4, 1, 1],
+                                local: [0; 3],
+                                wait: vec![],
+                                event: 0,
+                            }
+                            .into(),
+                        )
+                        .expect("launch");
+                }
+                client.call(Finish { queue: 2 }.into()).expect("finish");
+                iteration += 1;
+                if iteration == 2 {
+                    println!("READY");
+                }
+            }
+        }
+        // A wait on a user event nobody will ever set.
+        "blocked" => {
+            client
+                .defer(
+                    CreateUserEvent {
+                        event: 6,
+                        context: 1,
+                    }
+                    .into(),
+                )
+                .expect("user event");
+            client
+                .call(SessionStats {}.into())
+                .expect("objects are created");
+            println!("READY");
+            let result = client.call(WaitForEvents { events: vec![6] }.into());
+            println!("WAIT RETURNED {result:?}");
+            std::process::exit(3);
+        }
+        other => panic!("unknown child scenario {other}"),
+    }
+}
+
+// ---- a guest process killed -------------------------------------------
+
+#[test]
+fn guest_process_killed_mid_call_frees_its_session() {
+    let mut backend = Backend::start();
+    let mut bystander = Bystander::new(&backend);
+    let pid = backend_pid(&backend);
+    let mut child = spawn_child("busy", &backend.socket);
+    let status = backend.status();
+    assert_eq!(status_number(&status, "sessions"), 2, "{status}");
+    assert_eq!(front_ends(&status), 2, "{status}");
+    // Let it get well into its next batches, then kill it mid-call.
+    std::thread::sleep(Duration::from_millis(300));
+    kill(&mut child);
+    let status = wait_status(&backend, NOTICE, |s| front_ends(s) == 1);
+    assert_eq!(front_ends(&status), 1, "the dead front-end stays: {status}");
+    assert_eq!(status_number(&status, "sessions"), 1, "{status}");
+    assert!(
+        wait_child_thread_gone(pid),
+        "the killed process's session thread still runs: {:?}",
+        thread_names(pid)
+    );
+    assert!(backend.is_running());
+    bystander.assert_intact();
+    // The daemon serves the next process as usual.
+    let client = backend.client();
+    client
+        .call(Ping {}.into())
+        .expect("a new process is served");
+}
+
+#[test]
+fn guest_blocked_on_an_unset_user_event_is_freed_when_killed() {
+    let mut backend = Backend::start();
+    let mut bystander = Bystander::new(&backend);
+    let pid = backend_pid(&backend);
+    let mut child = spawn_child("blocked", &backend.socket);
+    // The child is now inside clWaitForEvents on the backend's side.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        child.try_wait().expect("child").is_none(),
+        "the wait returned by itself"
+    );
+    assert!(
+        thread_names(pid).iter().any(|n| n == CHILD_THREAD),
+        "no session thread for the child: {:?}",
+        thread_names(pid)
+    );
+    kill(&mut child);
+    let status = wait_status(&backend, NOTICE, |s| front_ends(s) == 1);
+    assert_eq!(front_ends(&status), 1, "{status}");
+    assert_eq!(status_number(&status, "sessions"), 1, "{status}");
+    assert!(
+        wait_child_thread_gone(pid),
+        "the session blocked in clWaitForEvents never ended: {:?}",
+        thread_names(pid)
+    );
+    assert!(backend.is_running());
+    bystander.assert_intact();
+}
+
+/// Writes `bytes` and a reply area at `slot` (1 MiB each) of the data
+/// area and makes it available without waiting for it.
+fn send_async(raw: &mut RawFrontend, slot: u64, bytes: &[u8]) -> u64 {
+    let (req_at, reply_at) = (
+        raw.scratch(slot << 21),
+        raw.scratch((slot << 21) + (1 << 20)),
+    );
+    raw.dev.write_guest(req_at, bytes).expect("write request");
+    raw.dev
+        .write_guest(reply_at, &vec![0u8; 4096])
+        .expect("clear reply");
+    raw.dev
+        .send_chain(&[
+            DescSpec {
+                addr: req_at,
+                len: bytes.len() as u32,
+                writable: false,
+            },
+            DescSpec {
+                addr: reply_at,
+                len: 4096,
+                writable: true,
+            },
+        ])
+        .expect("send chain");
+    reply_at
+}
+
+fn batch_bytes(session: u64, requests: &[Request]) -> Vec<u8> {
+    let mut builder = BatchBuilder::new(0);
+    for (seq, request) in requests.iter().enumerate() {
+        builder.push(seq as u64 + 1, request);
+    }
+    builder.finish(session, 4096)
+}
+
+/// In a VM the guest kernel driver sends `CLOSE_SESSION` when a process
+/// dies; the close must get through a wait of that session that would
+/// never end on its own.
+#[test]
+fn close_session_ends_a_wait_on_an_unset_user_event() {
+    let mut backend = Backend::start();
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    raw.open_session(2);
+    let reply = raw.batch(
+        1,
+        &[
+            CreateContext {
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            CreateUserEvent {
+                event: 2,
+                context: 1,
+            }
+            .into(),
+        ],
+    );
+    assert_all_succeed(&reply.records);
+    let wait = batch_bytes(1, &[WaitForEvents { events: vec![2] }.into()]);
+    let wait_reply = send_async(&mut raw, 1, &wait);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        raw.dev
+            .wait_used(Some(Duration::from_millis(10)))
+            .expect("poll")
+            .is_none(),
+        "the wait returned by itself"
+    );
+    let status = backend.status();
+    assert_eq!(status_number(&status, "sessions"), 2, "{status}");
+    // Session 2 of the same VM is not held up by session 1's wait.
+    let close = batch_bytes(1, &[CloseSession {}.into()]);
+    let close_reply = send_async(&mut raw, 2, &close);
+    let started = Instant::now();
+    let mut returned = 0;
+    while returned < 2 {
+        let used = raw.dev.wait_used(Some(NOTICE)).expect("wait");
+        assert!(
+            used.is_some(),
+            "the close did not get through the wait within {NOTICE:?}"
+        );
+        returned += 1;
+    }
+    println!("wait and close returned after {:?}", started.elapsed());
+    let mut reply = vec![0u8; 4096];
+    raw.dev.read_guest(wait_reply, &mut reply).expect("read");
+    let reply = decode_reply(&reply).expect("wait reply");
+    assert!(
+        !reply.records[0].status.is_success(),
+        "the aborted wait reports an error: {reply:?}"
+    );
+    let mut reply = vec![0u8; 4096];
+    raw.dev.read_guest(close_reply, &mut reply).expect("read");
+    assert_all_succeed(&decode_reply(&reply).expect("close reply").records);
+    let status = wait_status(&backend, NOTICE, |s| status_number(s, "sessions") == 1);
+    assert_eq!(status_number(&status, "sessions"), 1, "{status}");
+    let reply = raw.batch(2, &[Ping {}.into()]);
+    assert_all_succeed(&reply.records);
+    assert!(backend.is_running());
+}
+
+// ---- disk full during a checkpoint ------------------------------------
+
+/// A 1 MiB tmpfs, unmounted when dropped.
+struct SmallDisk {
+    dir: PathBuf,
+}
+
+impl SmallDisk {
+    fn mount(dir: PathBuf) -> Option<SmallDisk> {
+        std::fs::create_dir_all(&dir).expect("mount point");
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(SmallDisk { dir })
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.dir).status();
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// A front-end holding 4 MiB of buffer contents (more than the disk).
+fn big_session(backend: &Backend) -> RawFrontend {
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    let reply = raw.batch(
+        1,
+        &[
+            CreateContext {
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            CreateQueue {
+                queue: 2,
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            CreateBuffer {
+                mem: 3,
+                context: 1,
+                flags: 1,
+                size: 4 << 20,
+                init: DataRef::NONE,
+            }
+            .into(),
+            EnqueueFillBuffer {
+                queue: 2,
+                mem: 3,
+                pattern: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16],
+                offset: 0,
+                size: 4 << 20,
+                wait: vec![],
+                event: 0,
+            }
+            .into(),
+            Finish { queue: 2 }.into(),
+        ],
+    );
+    assert_all_succeed(&reply.records);
+    raw
+}
+
+#[test]
+fn disk_full_during_a_checkpoint_leaves_no_file_and_the_vgpu_runs() {
+    let backend = Backend::start();
+    let Some(disk) = SmallDisk::mount(backend.dir().join("small-disk")) else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    let mut raw = big_session(&backend);
+    // An earlier, small checkpoint already sits at the path.
+    let file = disk.dir.join("vm.ckpt");
+    let earlier = b"an earlier checkpoint".to_vec();
+    std::fs::write(&file, &earlier).expect("earlier checkpoint");
+    let (ok, answer) = backend.ctl(&["checkpoint", file.to_str().expect("utf-8")]);
+    assert!(!ok, "a checkpoint onto a full disk succeeded: {answer}");
+    assert!(
+        answer.contains("error") && answer.contains("No space left on device"),
+        "unclear error: {answer}"
+    );
+    println!("vgpu-ctl answered: {answer}");
+    assert_eq!(
+        std::fs::read(&file).expect("earlier file"),
+        earlier,
+        "the earlier file was touched"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&disk.dir)
+        .expect("list")
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n != "vm.ckpt")
+        .collect();
+    assert!(leftovers.is_empty(), "partial files remain: {leftovers:?}");
+    // The vGPU runs on, its objects and data intact.
+    let (reply, data) = raw.batch_with_in(
+        1,
+        &[EnqueueReadBuffer {
+            queue: 2,
+            mem: 3,
+            offset: (4 << 20) - 16,
+            data: DataRef { offset: 0, len: 16 },
+            wait: vec![],
+            event: 0,
+        }
+        .into()],
+        16,
+    );
+    assert_all_succeed(&reply.records);
+    assert_eq!(data, (1..=16).collect::<Vec<u8>>());
+    let status = backend.status();
+    assert!(status.contains("\"paused\": false"), "{status}");
+    // And a checkpoint where there is room works.
+    let roomy = backend.dir().join("vm.ckpt");
+    let (ok, answer) = backend.ctl(&["checkpoint", roomy.to_str().expect("utf-8")]);
+    assert!(ok, "{answer}");
+    assert!(std::fs::metadata(&roomy).expect("checkpoint").len() > 4 << 20);
+}
+
+// ---- reproducers of fuzzing findings ----------------------------------
+
+/// Fuzzing finding (backend_dispatch): PoCL 3.1 does not implement
+/// device-side queues and calls `exit()` ("Device side queue is
+/// unimplemented") when `CL_QUEUE_ON_DEVICE` is asked for, so one
+/// `CreateQueue` from any guest ended the daemon and every VM it served.
+#[test]
+#[ignore = "fuzzing finding, open: CreateQueue with CL_QUEUE_ON_DEVICE ends the daemon (PoCL exit())"]
+fn queue_on_device_is_refused_and_the_daemon_lives() {
+    let mut backend = Backend::start();
+    let mut bystander = Bystander::new(&backend);
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    let reply = raw.batch(
+        1,
+        &[
+            CreateContext {
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            // CL_QUEUE_PROPERTIES: OUT_OF_ORDER | ON_DEVICE; CL_QUEUE_SIZE.
+            CreateQueue {
+                queue: 2,
+                context: 1,
+                properties: vec![0x1093, 0b101, 0x1094, 16, 0],
+            }
+            .into(),
+            CreateQueue {
+                queue: 3,
+                context: 1,
+                properties: vec![0x1093, 0b1101, 0],
+            }
+            .into(),
+            CreateQueue {
+                queue: 4,
+                context: 1,
+                properties: vec![0x1094, 16, 0],
+            }
+            .into(),
+        ],
+    );
+    assert!(reply.records[0].status.is_success());
+    for record in &reply.records[1..] {
+        assert!(
+            !record.status.is_success(),
+            "a device-side queue was created: {reply:?}"
+        );
+    }
+    assert!(backend.is_running(), "the daemon died");
+    bystander.assert_intact();
+}
+
+/// Fuzzing finding (backend_dispatch): a kernel cloned (clCloneKernel)
+/// after a `__local` argument was set on its source makes PoCL 3.1's
+/// clEnqueueNDRangeKernel copy the local size's worth of bytes from past
+/// the end of a 16-byte heap block (AddressSanitizer: heap-buffer-overflow;
+/// `fuzz/regressions/backend_dispatch/clone-kernel-after-local-arg`).
+/// Without AddressSanitizer the over-read goes unseen: this test checks
+/// that a clone keeps its source's arguments and runs right.
+#[test]
+fn a_kernel_cloned_after_a_local_argument_runs_right() {
+    let backend = Backend::start();
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    let (reply, data) = raw.batch_with_in(
+        1,
+        &[
+            CreateContext {
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            CreateQueue {
+                queue: 2,
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            CreateBuffer {
+                mem: 3,
+                context: 1,
+                flags: 1,
+                size: 64,
+                init: DataRef::NONE,
+            }
+            .into(),
+            CreateProgramWithSource {
+                program: 4,
+                context: 1,
+                source: BUMP.as_bytes().to_vec(),
+            }
+            .into(),
+            BuildProgram {
+                program: 4,
+                options: vec![],
+            }
+            .into(),
+            CreateKernel {
+                kernel: 5,
+                program: 4,
+                name: b"local_copy".to_vec(),
+            }
+            .into(),
+            SetKernelArg {
+                kernel: 5,
+                index: 0,
+                arg_kind: ArgKind::Mem as u32,
+                size: 8,
+                value: vec![],
+                handle: 3,
+            }
+            .into(),
+            SetKernelArg {
+                kernel: 5,
+                index: 1,
+                arg_kind: ArgKind::Local as u32,
+                size: 64 << 10,
+                value: vec![],
+                handle: 0,
+            }
+            .into(),
+            CloneKernel {
+                kernel: 6,
+                source: 5,
+            }
+            .into(),
+            EnqueueNdRange {
+                queue: 2,
+                kernel: 6,
+                work_dim: 1,
+                offset: [0; 3],
+                global: [4, 1, 1],
+                local: [4, 1, 1],
+                wait: vec![],
+                event: 0,
+            }
+            .into(),
+            EnqueueReadBuffer {
+                queue: 2,
+                mem: 3,
+                offset: 0,
+                data: DataRef { offset: 0, len: 4 },
+                wait: vec![],
+                event: 0,
+            }
+            .into(),
+        ],
+        4,
+    );
+    assert_all_succeed(&reply.records);
+    assert_eq!(data[0], 7, "the clone did not run with its local argument");
+}

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Runs the cargo-fuzz targets (nightly Rust and cargo-fuzz; ASan), each for
+# a given time, starting from the committed seed corpus.
+#
+#   scripts/fuzz.sh [--time SECONDS] [--smoke] [TARGET...]
+#
+# Targets (default: all):
+#   protocol_decode    fuzz/: every protocol decoder (requests, replies,
+#                      payloads of every opcode, CUDA images)
+#   backend_dispatch   fuzz/: request sequences through the backend's decode,
+#                      dispatch and OpenCL executor on the real device
+#   snapshot_decode    migration/fuzz/: its three targets, stream_reader,
+#                      stream_sealed and state_decode (each may be named)
+#
+# --time SECONDS  per target (default 60)
+# --smoke         10 s per target, for the test command; skips (exit 0)
+#                 with a message when nightly or cargo-fuzz is missing
+#
+# Seeds: fuzz/corpus/<target>/ (committed; `cargo run --bin make_seeds` in
+# fuzz/ writes them again) and migration/fuzz/corpus/<target>/ (written by
+# its make_seeds when missing). Inputs of past findings, fuzz/regressions/
+# <target>/, run first, every time. New inputs go to the working corpus
+# fuzz/target/corpus-work/<target>/ (kept between runs, not committed);
+# crashes to <crate>/artifacts/<target>/. A summary (executions, coverage,
+# findings per target) goes to fuzz/target/fuzz-summary.txt.
+#
+# VGPU_FUZZ_AVOID_KNOWN=1 lets backend_dispatch skip inputs that only find
+# a reported, not yet fixed finding again (see fuzz/src/dispatch.rs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+time_s=60
+smoke=0
+targets=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --time) time_s=${2:?--time needs SECONDS}; shift 2 ;;
+    --time=*) time_s=${1#--time=}; shift ;;
+    --smoke) smoke=1; time_s=10; shift ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -*) echo "fuzz: unknown option $1" >&2; exit 2 ;;
+    *) targets+=("$1"); shift ;;
+  esac
+done
+[ ${#targets[@]} -gt 0 ] || targets=(protocol_decode backend_dispatch snapshot_decode)
+
+unavailable() {
+  if [ "$smoke" = 1 ]; then
+    echo "fuzz: skipped: $1"
+    exit 0
+  fi
+  echo "fuzz: $1" >&2
+  exit 2
+}
+cargo +nightly --version >/dev/null 2>&1 ||
+  unavailable "no nightly toolchain (rustup toolchain install nightly)"
+cargo fuzz --version >/dev/null 2>&1 ||
+  unavailable "no cargo-fuzz (cargo install cargo-fuzz)"
+
+# Expand snapshot_decode to migration/fuzz's targets; check names.
+expanded=()
+for t in "${targets[@]}"; do
+  case "$t" in
+    snapshot_decode) expanded+=(stream_reader stream_sealed state_decode) ;;
+    protocol_decode|backend_dispatch|stream_reader|stream_sealed|state_decode) expanded+=("$t") ;;
+    *) echo "fuzz: unknown target $t" >&2; exit 2 ;;
+  esac
+done
+
+crate_of() {
+  case "$1" in
+    protocol_decode|backend_dispatch) echo fuzz ;;
+    *) echo migration/fuzz ;;
+  esac
+}
+
+summary=$root/fuzz/target/fuzz-summary.txt
+mkdir -p "$root/fuzz/target"
+: > "$summary"
+failed=()
+# LeakSanitizer: PoCL, LLVM and the ICD loader keep allocations for the
+# process's life; leaks with only those frames are not the backend's.
+export LSAN_OPTIONS="suppressions=$root/fuzz/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+
+for t in "${expanded[@]}"; do
+  crate=$(crate_of "$t")
+  seeds=$root/$crate/corpus/$t
+  if [ ! -d "$seeds" ] || [ -z "$(ls -A "$seeds" 2>/dev/null)" ]; then
+    echo "fuzz: writing seeds for $t"
+    (cd "$root/$crate" && cargo run -q --bin make_seeds >/dev/null)
+  fi
+  work=$root/fuzz/target/corpus-work/$t
+  mkdir -p "$work"
+  dirs=("$work" "$seeds")
+  regressions=$root/fuzz/regressions/$t
+  [ -d "$regressions" ] && dirs+=("$regressions")
+  log=$root/fuzz/target/fuzz-$t.log
+  echo "fuzz: $t for ${time_s} s (log: $log)"
+  status=0
+  # (cargo fuzz builds with optimizations, debug assertions and overflow
+  # checks, and AddressSanitizer by default.)
+  (cd "$root/$crate" && cargo +nightly fuzz run "$t" "${dirs[@]}" -- \
+    -max_total_time="$time_s" -timeout=30 -rss_limit_mb=4096 \
+    -print_final_stats=1 -close_fd_mask=1) >"$log" 2>&1 || status=$?
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
+  units=$(find "$work" -type f | wc -l)
+  if [ "$status" = 0 ]; then
+    line="$t: ${runs:-?} executions in ${time_s} s, coverage ${cov:-?}, corpus $units, no finding"
+  else
+    artifact=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -n 1)
+    line="$t: FINDING after ${runs:-?} executions: ${artifact:-see $log}"
+    failed+=("$t")
+    grep -m 1 -E 'ERROR: |panicked at|deadly signal|timeout after' "$log" >&2 || true
+  fi
+  echo "fuzz: $line"
+  echo "$line" >> "$summary"
+done
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "fuzz: findings in ${failed[*]} (summary: $summary)" >&2
+  exit 1
+fi
+echo "fuzz: no findings (summary: $summary)"
