@@ -47,15 +47,22 @@ pub fn start_transfer(
                 })
         })?,
         VhostTransferStateDirection::LOAD => thread.spawn(move || {
-            let reader = io::BufReader::with_capacity(1 << 20, file);
-            crate::snapshot::restore(&vgpu, reader)
-                .map_err(|e| error_chain(&e))
-                .map(|report| {
-                    format!(
-                        "received {} session(s), {} bytes ({} of buffers), rebuilt in {:?}",
-                        report.sessions, report.stream_bytes, report.buffer_bytes, report.rebuild
-                    )
-                })
+            let mut reader = io::BufReader::with_capacity(1 << 20, file);
+            match crate::snapshot::restore(&vgpu, &mut reader) {
+                Ok(report) => Ok(format!(
+                    "received {} session(s), {} bytes ({} of buffers), rebuilt in {:?}",
+                    report.sessions, report.stream_bytes, report.buffer_bytes, report.rebuild
+                )),
+                Err(e) => {
+                    let why = error_chain(&e);
+                    // Said here: QEMU may never ask CHECK_DEVICE_STATE.
+                    log::error!("refusing the incoming vGPU: {why}");
+                    // Take the rest of the stream, so QEMU's sender does not
+                    // fail on a closed pipe before it can ask for the result.
+                    let _ = io::copy(&mut reader, &mut io::sink());
+                    Err(why)
+                }
+            }
         })?,
     };
     *slot = Some(handle);
