@@ -9,6 +9,8 @@
 //! | `restore` | FILE, VM id or `-` |
 //! | `rehome` | device SPEC |
 //! | `pause`, `resume` | VM id or `-` |
+//! | `profile` | FILE, VM id or `-`: write the profile the VM's guests saw |
+//! | `accepts` | FILE: whether this backend's device honours that profile |
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -157,6 +159,25 @@ fn run(
             let reports = registry.rehome(&selector)?;
             let list: Vec<String> = reports.iter().map(report_json).collect();
             Ok(format!(r#"{{"rehomed": [{}]}}"#, list.join(", ")))
+        }
+        ["profile", file, rest @ ..] => {
+            let (_, vgpu) = registry.vm(vm_id(rest.first())?)?;
+            std::fs::write(file, vgpu.profile_seen().to_bytes())
+                .map_err(|e| format!("cannot write {file}: {e}"))?;
+            Ok(r#"{"written": true}"#.into())
+        }
+        ["accepts", file] => {
+            let bytes = std::fs::read(file).map_err(|e| format!("cannot read {file}: {e}"))?;
+            let saw = vgpu_migration::Profile::from_bytes(&bytes)
+                .map_err(|e| format!("{file} is not a device profile: {e}"))?;
+            let offered = registry
+                .executors()
+                .iter()
+                .find(|e| e.serves(0x1001))
+                .map(|e| e.profile())
+                .ok_or("this backend serves no OpenCL device")?;
+            vgpu_migration::check(&saw, &offered).map_err(|e| error_chain(&e))?;
+            Ok(r#"{"compatible": true}"#.into())
         }
         ["pause", rest @ ..] => {
             registry.vm(vm_id(rest.first())?)?.1.pause();

@@ -419,6 +419,12 @@ fn an_advertised_profile_is_what_guests_see_and_what_restores_are_checked_agains
     );
     let (ok, out) = limited.ctl(&["restore", file.to_str().unwrap()]);
     assert!(!ok && out.contains("work-group"), "{out}");
+    // The same refusal, asked before anything stops (a migration pre-check).
+    let seen = dir.join("seen.prof");
+    assert_ctl_ok(&full, &["profile", seen.to_str().unwrap()]);
+    let (ok, out) = limited.ctl(&["accepts", seen.to_str().unwrap()]);
+    assert!(!ok && out.contains("work-group"), "{out}");
+    assert_ctl_ok(&full, &["accepts", small_path.to_str().unwrap()]);
     // A profile the device cannot honour is refused at start.
     let mut huge = small.clone();
     huge.max_work_group_size = 1 << 40;

@@ -59,6 +59,16 @@ enum Command {
         #[arg(long)]
         device: String,
     },
+    /// Write the device profile a VM's guests saw to FILE (to check a
+    /// migration destination with `accepts` before the source stops).
+    Profile {
+        file: PathBuf,
+        #[arg(long)]
+        vm: Option<u64>,
+    },
+    /// Check that this backend's device honours the profile in FILE; lists
+    /// every shortfall otherwise (exit status 1).
+    Accepts { file: PathBuf },
     /// Hold the vGPU's calls until `resume`.
     Pause {
         #[arg(long)]
@@ -118,6 +128,8 @@ fn command_line(command: &Command) -> Result<String, String> {
         }
         Command::Restore { file, vm } => format!("restore\t{}\t{}", path_word(file)?, vm_word(*vm)),
         Command::Rehome { device } => format!("rehome\t{device}"),
+        Command::Profile { file, vm } => format!("profile\t{}\t{}", path_word(file)?, vm_word(*vm)),
+        Command::Accepts { file } => format!("accepts\t{}", path_word(file)?),
         Command::Pause { vm } => format!("pause\t{}", vm_word(*vm)),
         Command::Resume { vm } => format!("resume\t{}", vm_word(*vm)),
         Command::CommonProfile { .. } => unreachable!("handled without a backend"),
