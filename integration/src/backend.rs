@@ -30,10 +30,19 @@ impl Backend {
             .expect("start vgpu-backend (build the workspace first)");
         let deadline = Instant::now() + Duration::from_secs(30);
         while !socket.exists() {
-            assert!(Instant::now() < deadline, "vgpu-backend did not start:\n{}", read(&log));
+            assert!(
+                Instant::now() < deadline,
+                "vgpu-backend did not start:\n{}",
+                read(&log)
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
-        Backend { child, socket, control, log }
+        Backend {
+            child,
+            socket,
+            control,
+            log,
+        }
     }
 
     pub fn is_running(&mut self) -> bool {
@@ -47,10 +56,13 @@ impl Backend {
     /// The control socket's `status` answer.
     pub fn status(&self) -> String {
         use std::io::{BufRead, BufReader, Write};
-        let mut stream = std::os::unix::net::UnixStream::connect(&self.control).expect("control socket");
+        let mut stream =
+            std::os::unix::net::UnixStream::connect(&self.control).expect("control socket");
         writeln!(stream, "status").expect("send status");
         let mut line = String::new();
-        BufReader::new(stream).read_line(&mut line).expect("read status");
+        BufReader::new(stream)
+            .read_line(&mut line)
+            .expect("read status");
         line
     }
 }

@@ -4,7 +4,10 @@ use std::path::{Path, PathBuf};
 
 /// The workspace root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("integration/ has a parent").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("integration/ has a parent")
+        .to_path_buf()
 }
 
 /// `target/<profile>` of the binaries under test; `VGPU_PROFILE` picks
@@ -24,7 +27,9 @@ pub fn icd_library() -> PathBuf {
 
 /// The OpenCL C test programs (`make -C integration/cl-tests`).
 pub fn cl_tests_dir() -> PathBuf {
-    std::env::var_os("VGPU_CL_TESTS").map(PathBuf::from).unwrap_or_else(|| root().join("target/cl-tests"))
+    std::env::var_os("VGPU_CL_TESTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/cl-tests"))
 }
 
 /// The patched QEMU that `scripts/setup.sh` recorded, if any.

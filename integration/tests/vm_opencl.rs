@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use vgpu_integration::backend::Backend;
+use vgpu_integration::paths;
 use vgpu_integration::suite::parse_results;
 use vgpu_integration::vm::{boot, VmConfig};
-use vgpu_integration::paths;
 
 /// The patched QEMU and the guest image, or why the test cannot run.
 fn vm_parts() -> Option<(PathBuf, PathBuf)> {
@@ -15,13 +15,23 @@ fn vm_parts() -> Option<(PathBuf, PathBuf)> {
         eprintln!("skipped: VGPU_SKIP_VM=1");
         return None;
     }
-    let qemu = paths::qemu().expect("no patched QEMU recorded in target/qemu-path: run scripts/setup.sh");
-    let image = paths::guest_image().expect("no guest image in target/guest-image: run scripts/setup.sh");
+    let qemu =
+        paths::qemu().expect("no patched QEMU recorded in target/qemu-path: run scripts/setup.sh");
+    let image =
+        paths::guest_image().expect("no guest image in target/guest-image: run scripts/setup.sh");
     Some((qemu, image))
 }
 
-const SUITE: &[&str] =
-    &["vector_add", "reduction_local", "api_coverage", "bad_args", "matmul", "nbody", "transpose", "smith_waterman"];
+const SUITE: &[&str] = &[
+    "vector_add",
+    "reduction_local",
+    "api_coverage",
+    "bad_args",
+    "matmul",
+    "nbody",
+    "transpose",
+    "smith_waterman",
+];
 
 fn native_results() -> String {
     let mut out = String::new();
@@ -37,18 +47,28 @@ fn native_results() -> String {
 
 #[test]
 fn guest_runs_clinfo_and_the_opencl_suite_on_the_host_device() {
-    let Some((qemu, image)) = vm_parts() else { return };
+    let Some((qemu, image)) = vm_parts() else {
+        return;
+    };
     let dir = paths::scratch("vm-suite");
     let backend = Backend::start(&dir, &[]);
     let mut config = VmConfig::new(&qemu, &image, "/opt/vgpu/bin/vgpu-guest-suite");
     config.vgpu_socket = Some(backend.socket.clone());
     let run = boot(&config, &dir);
-    println!("guest ran the suite in {:.1} s under {}", run.elapsed.as_secs_f32(), run.accel);
+    println!(
+        "guest ran the suite in {:.1} s under {}",
+        run.elapsed.as_secs_f32(),
+        run.accel
+    );
     if run.exit_status != Some(0) {
         println!("backend log:\n{}", backend.log());
     }
     run.assert_success();
-    assert!(run.console.contains("vgpu: "), "clinfo did not list the vgpu device:\n{}", run.console);
+    assert!(
+        run.console.contains("vgpu: "),
+        "clinfo did not list the vgpu device:\n{}",
+        run.console
+    );
 
     let guest = parse_results(&run.console);
     let native = parse_results(&native_results());
@@ -56,14 +76,19 @@ fn guest_runs_clinfo_and_the_opencl_suite_on_the_host_device() {
         let (g, n) = (&guest[*prog], &native[*prog]);
         assert!(g.1, "{prog} failed in the guest:\n{}", run.console);
         if *prog != "api_coverage" && *prog != "bad_args" {
-            assert_eq!(g.0, n.0, "{prog}: guest checksum differs from the native run");
+            assert_eq!(
+                g.0, n.0,
+                "{prog}: guest checksum differs from the native run"
+            );
         }
     }
 }
 
 #[test]
 fn guest_ioctl_bad_input_gets_errors_and_the_device_answers() {
-    let Some((qemu, image)) = vm_parts() else { return };
+    let Some((qemu, image)) = vm_parts() else {
+        return;
+    };
     let dir = paths::scratch("vm-ioctl");
     let mut backend = Backend::start(&dir, &[]);
     let mut config = VmConfig::new(&qemu, &image, "/opt/vgpu/bin/vgpu-ioctl-test");
