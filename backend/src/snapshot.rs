@@ -5,7 +5,7 @@
 //! swaps it in only once the stream's end has been verified, so a bad
 //! stream changes nothing.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{Read, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,13 +18,21 @@ use crate::vgpu::Vgpu;
 
 /// Bytes of buffer contents per stream chunk (the stream's limit).
 const CHUNK: usize = 4 << 20;
-/// OpenCL's opcode range: the executor that owns the snapshot state model.
+/// An opcode of each API: the executor serving it owns that part of a
+/// session (`clGetPlatformIDs`, `cuInit`).
 const OPENCL_OPCODE: u32 = 0x1001;
+const CUDA_OPCODE: u32 = 0x2001;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
     Session(#[from] SnapshotError),
+    #[error("cannot restore the CUDA objects of session {session} on this GPU")]
+    CudaPart {
+        session: u64,
+        #[source]
+        source: SnapshotError,
+    },
     #[error("cannot write the snapshot stream")]
     Write(#[from] m::WriteError),
     #[error("the snapshot is not usable")]
@@ -39,6 +47,8 @@ pub enum Error {
     UnknownBuffer { session: u64, buffer: u64 },
     #[error("this backend has no OpenCL device to restore onto")]
     NoOpenCl,
+    #[error("this backend has no CUDA device to restore onto (start it with --device cuda:N)")]
+    NoCuda,
 }
 
 /// Hears of every chunk a long save writes.
@@ -62,8 +72,12 @@ pub struct Report {
     pub pause: Duration,
 }
 
+fn index_of(executors: &[Arc<dyn Executor>], opcode: u32) -> Option<usize> {
+    executors.iter().position(|e| e.serves(opcode))
+}
+
 fn opencl_index(executors: &[Arc<dyn Executor>]) -> Option<usize> {
-    executors.iter().position(|e| e.serves(OPENCL_OPCODE))
+    index_of(executors, OPENCL_OPCODE)
 }
 
 /// Captures every open session; the caller holds the vGPU quiesced.
@@ -73,28 +87,147 @@ fn save_sessions(sessions: &mut [(u64, &mut SessionState)]) -> Result<Vec<SavedS
         if !session.opened || session.closed {
             continue;
         }
-        let mut captured = None;
-        for exec in session.exec.sessions.iter_mut() {
-            if !exec.is_empty() {
-                if captured.is_some() {
-                    return Err(
-                        SnapshotError::Unsupported("a session using two device APIs").into(),
-                    );
-                }
-                captured = Some(exec.save(*id)?);
-            }
-        }
-        saved.push(captured.unwrap_or_else(|| SavedSession {
-            state: m::SessionState::V1(m::SessionStateV1 {
-                id: *id,
-                protocol_version: 1,
-                ..Default::default()
-            }),
-            buffers: Vec::new(),
-            drain: Duration::ZERO,
-        }));
+        saved.push(save_session(*id, &mut session.exec)?);
     }
     Ok(saved)
+}
+
+/// Captures one session: the parts it has on each executor (OpenCL
+/// objects, CUDA objects), merged into one record of the newest version.
+fn save_session(id: u64, exec: &mut ExecSessions) -> Result<SavedSession, Error> {
+    let mut state = m::SessionStateV2 {
+        id,
+        protocol_version: 1,
+        ..Default::default()
+    };
+    let mut opencl_buffers = Vec::new();
+    let mut cuda_buffers = Vec::new();
+    let mut drain = Duration::ZERO;
+    for part in exec.sessions.iter_mut().filter(|s| !s.is_empty()) {
+        let part = part.save(id)?;
+        drain += part.drain;
+        let mut s = part.state.latest();
+        let cuda = s.cuda.take();
+        match (s.has_opencl(), cuda) {
+            (true, Some(_)) => {
+                return Err(
+                    SnapshotError::Unsupported("an executor saving two APIs' objects").into(),
+                )
+            }
+            (true, None) if state.has_opencl() => {
+                return Err(SnapshotError::Unsupported("a session on two OpenCL devices").into())
+            }
+            (true, None) => {
+                s.cuda = state.cuda.take();
+                state = s;
+                opencl_buffers = part.buffers;
+            }
+            (false, Some(_)) if state.cuda.is_some() => {
+                return Err(SnapshotError::Unsupported("a session on two CUDA devices").into())
+            }
+            (false, Some(cuda)) => {
+                state.cuda = Some(cuda);
+                cuda_buffers = part.buffers;
+            }
+            (false, None) => {}
+        }
+    }
+    // Contents are keyed by id within the session: CUDA records whose id
+    // an OpenCL buffer has take fresh ones.
+    if let Some(cuda) = state.cuda.as_mut() {
+        let opencl: HashSet<u64> = state
+            .buffers
+            .iter()
+            .filter(|b| b.parent.is_none())
+            .map(|b| b.id)
+            .collect();
+        let mut used: HashSet<u64> = opencl.clone();
+        used.extend(cuda.allocations.iter().map(|a| a.id));
+        used.extend(cuda.globals.iter().map(|g| g.id));
+        let mut renamed = HashMap::new();
+        let mut next = 1u64;
+        cuda.renumber_streamed(|old| {
+            if !opencl.contains(&old) {
+                return old;
+            }
+            while used.contains(&next) {
+                next += 1;
+            }
+            used.insert(next);
+            renamed.insert(old, next);
+            next
+        });
+        for (buffer, _) in cuda_buffers.iter_mut() {
+            if let Some(new) = renamed.get(buffer) {
+                *buffer = *new;
+            }
+        }
+    }
+    opencl_buffers.extend(cuda_buffers);
+    Ok(SavedSession {
+        state: state.into(),
+        buffers: opencl_buffers,
+        drain,
+    })
+}
+
+/// A session rebuilt from a stream: its part on each executor (by index)
+/// and where its buffers' contents go.
+struct Rebuilt {
+    id: u64,
+    parts: Vec<(usize, Box<dyn crate::executor::ExecSession>)>,
+    sinks: HashMap<u64, Box<dyn crate::executor::BufferSink>>,
+}
+
+/// Rebuilds each part of a saved session on the executor of its API.
+fn rebuild_session(
+    executors: &[Arc<dyn Executor>],
+    session: &m::SessionState,
+) -> Result<Rebuilt, Error> {
+    let mut rebuilt = Rebuilt {
+        id: session.id(),
+        parts: Vec::new(),
+        sinks: HashMap::new(),
+    };
+    let (opencl, cuda) = match session {
+        m::SessionState::V1(s) => (Some(std::borrow::Cow::Borrowed(s)), None),
+        m::SessionState::V2(s) => (
+            s.has_opencl().then(|| std::borrow::Cow::Owned(s.opencl())),
+            s.cuda.is_some().then(|| s.cuda_only()),
+        ),
+    };
+    if let Some(opencl) = opencl {
+        let i = opencl_index(executors).ok_or(Error::NoOpenCl)?;
+        let restored = executors[i].restore_session(&m::SessionState::V1(opencl.into_owned()))?;
+        rebuilt.sinks.extend(restored.sinks);
+        rebuilt.parts.push((i, restored.session));
+    }
+    if let Some(cuda) = cuda {
+        let i = index_of(executors, CUDA_OPCODE).ok_or(Error::NoCuda)?;
+        let restored = executors[i]
+            .restore_session(&cuda.into())
+            .map_err(|source| Error::CudaPart {
+                session: rebuilt.id,
+                source,
+            })?;
+        rebuilt.sinks.extend(restored.sinks);
+        rebuilt.parts.push((i, restored.session));
+    }
+    Ok(rebuilt)
+}
+
+/// A session's parts on every executor: the rebuilt ones, fresh elsewhere.
+fn exec_sessions(
+    executors: &[Arc<dyn Executor>],
+    parts: Vec<(usize, Box<dyn crate::executor::ExecSession>)>,
+    quota: &Arc<crate::quota::Quota>,
+) -> ExecSessions {
+    let mut all = ExecSessions::open(executors, quota);
+    for (i, mut session) in parts {
+        session.set_quota(quota.clone());
+        all.sessions[i] = session;
+    }
+    all
 }
 
 /// Writes the vGPU's state and buffer contents to `out`, quiescing it for
@@ -133,9 +266,7 @@ pub fn save<W: Write>(
         writer.write_state(&state)?;
         let mut chunk = vec![0u8; CHUNK];
         for session in saved.iter_mut() {
-            let id = match &session.state {
-                m::SessionState::V1(s) => s.id,
-            };
+            let id = session.state.id();
             for (buffer, source) in session.buffers.iter_mut() {
                 let size = source.size();
                 let mut offset = 0u64;
@@ -158,28 +289,33 @@ pub fn save<W: Write>(
     })
 }
 
-/// Reads a stream and builds its sessions on `executor`, aside; returns
-/// them with the profile the guest saw, once the stream's end is verified.
+/// Reads a stream and builds its sessions on `executors` (each part on the
+/// executor of its API), aside; returns them with the profile the guest
+/// saw, once the stream's end is verified.
 fn load<R: Read>(
     input: R,
-    executor: &Arc<dyn Executor>,
+    executors: &[Arc<dyn Executor>],
     report: &mut Report,
-) -> Result<(Vec<(u64, crate::executor::RestoredSession)>, m::Profile), Error> {
+) -> Result<(Vec<Rebuilt>, m::Profile), Error> {
     let mut reader = m::StreamReader::new(input)?;
-    let mut restored: Vec<(u64, crate::executor::RestoredSession)> = Vec::new();
+    let mut restored: Vec<Rebuilt> = Vec::new();
     let mut index: HashMap<u64, usize> = HashMap::new();
     let mut profile = None;
     let t = Instant::now();
     loop {
         match reader.next_item()? {
             Some(m::Item::State(state)) => {
-                m::check(state.profile(), &executor.profile())?;
+                // The OpenCL profile binds an OpenCL device; a backend
+                // without one can only take sessions that have no OpenCL
+                // objects (refused below otherwise).
+                if let Some(i) = opencl_index(executors) {
+                    m::check(state.profile(), &executors[i].profile())?;
+                }
                 profile = Some(state.profile().clone());
                 let m::VgpuState::V1(state) = *state;
                 for session in &state.sessions {
-                    let m::SessionState::V1(s) = session;
-                    index.insert(s.id, restored.len());
-                    restored.push((s.id, executor.restore_session(session)?));
+                    index.insert(session.id(), restored.len());
+                    restored.push(rebuild_session(executors, session)?);
                 }
                 report.rebuild = t.elapsed();
             }
@@ -191,7 +327,7 @@ fn load<R: Read>(
             }) => {
                 let sink = index
                     .get(&session)
-                    .and_then(|i| restored[*i].1.sinks.get_mut(&buffer))
+                    .and_then(|i| restored[*i].sinks.get_mut(&buffer))
                     .ok_or(Error::UnknownBuffer { session, buffer })?;
                 sink.write(offset, data).map_err(Error::Buffer)?;
             }
@@ -214,34 +350,31 @@ fn load<R: Read>(
 }
 
 /// Replaces the vGPU's sessions with those of a stream (a checkpoint),
-/// rebuilt on the vGPU's OpenCL device. Nothing changes unless the whole
-/// stream is valid and every object could be rebuilt.
+/// rebuilt on the vGPU's devices: OpenCL objects on its OpenCL device, CUDA
+/// objects on its CUDA device. Nothing changes unless the whole stream is
+/// valid and every object could be rebuilt.
 pub fn restore<R: Read>(vgpu: &Arc<Vgpu>, input: R) -> Result<Report, Error> {
     let executors = vgpu.executors();
-    let index = opencl_index(&executors).ok_or(Error::NoOpenCl)?;
     let mut report = Report::default();
-    let (restored, profile) = load(input, &executors[index], &mut report)?;
+    let (restored, profile) = load(input, &executors, &mut report)?;
     let sessions = restored
         .into_iter()
-        .map(|(id, r)| {
-            (
-                id,
-                ExecSessions::with_session(&executors, index, r.session, vgpu.quota()),
-            )
-        })
+        .map(|r| (r.id, exec_sessions(&executors, r.parts, vgpu.quota())))
         .collect();
     vgpu.replace_sessions(sessions);
     vgpu.set_profile_seen(profile);
     Ok(report)
 }
 
-/// Moves a running vGPU to another OpenCL device: refused before anything
+/// Moves a running vGPU's OpenCL objects to another OpenCL device (its
+/// sessions' CUDA objects stay where they are): refused before anything
 /// stops when the device cannot honour the profile the guest saw.
 pub fn rehome(vgpu: &Arc<Vgpu>, to: Arc<dyn Executor>) -> Result<Report, Error> {
     let profile = vgpu.profile_seen();
     m::check(&profile, &to.profile())?;
     let mut executors = vgpu.executors();
     let index = opencl_index(&executors).ok_or(Error::NoOpenCl)?;
+    executors[index] = to.clone();
     let started = Instant::now();
     let report = vgpu.with_quiesced(|sessions| -> Result<Report, Error> {
         let mut report = Report {
@@ -249,18 +382,32 @@ pub fn rehome(vgpu: &Arc<Vgpu>, to: Arc<dyn Executor>) -> Result<Report, Error> 
             ..Default::default()
         };
         let t = Instant::now();
-        let mut saved = save_sessions(sessions)?;
-        report.drain = saved.iter().map(|s| s.drain).sum();
+        let mut saved = Vec::new();
+        for (id, session) in sessions.iter_mut() {
+            let part = &mut session.exec.sessions[index];
+            if session.opened && !session.closed && !part.is_empty() {
+                saved.push(Some(part.save(*id)?));
+            } else {
+                saved.push(None);
+            }
+        }
+        report.drain = saved.iter().flatten().map(|s| s.drain).sum();
         report.serialize = t.elapsed().saturating_sub(report.drain);
         let t = Instant::now();
         let mut rebuilt = Vec::new();
         for s in &saved {
-            rebuilt.push(to.restore_session(&s.state)?);
+            rebuilt.push(match s {
+                Some(s) => Some(to.restore_session(&s.state)?),
+                None => None,
+            });
         }
         report.rebuild = t.elapsed();
         let t = Instant::now();
         let mut chunk = vec![0u8; CHUNK];
         for (s, r) in saved.iter_mut().zip(rebuilt.iter_mut()) {
+            let (Some(s), Some(r)) = (s, r) else {
+                continue;
+            };
             for (buffer, source) in s.buffers.iter_mut() {
                 let sink = r.sinks.get_mut(buffer).ok_or(Error::UnknownBuffer {
                     session: 0,
@@ -281,17 +428,15 @@ pub fn rehome(vgpu: &Arc<Vgpu>, to: Arc<dyn Executor>) -> Result<Report, Error> 
         }
         report.upload = t.elapsed();
         // Everything is rebuilt: swap it in; the old objects go with the
-        // old sessions.
-        executors[index] = to.clone();
-        let mut rebuilt = rebuilt.into_iter();
-        for (_, session) in sessions.iter_mut() {
-            if session.opened && !session.closed {
-                let restored = rebuilt.next().expect("one per saved session");
-                session.exec =
-                    ExecSessions::with_session(&executors, index, restored.session, vgpu.quota());
-            } else {
-                session.exec = ExecSessions::open(&executors, vgpu.quota());
-            }
+        // old parts, the other APIs' parts stay.
+        for ((_, session), restored) in sessions.iter_mut().zip(rebuilt) {
+            let mut part = match restored {
+                Some(restored) => restored.session,
+                None => to.open_session(),
+            };
+            part.set_quota(vgpu.quota().clone());
+            session.exec.sessions[index] = part;
+            session.exec.executors = executors.clone();
         }
         Ok(report)
     })?;
@@ -302,4 +447,170 @@ pub fn rehome(vgpu: &Arc<Vgpu>, to: Arc<dyn Executor>) -> Result<Report, Error> 
         pause: started.elapsed(),
         ..report
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::{BufferSource, ExecSession};
+    use vgpu_protocol::{Request, Status};
+
+    /// An executor session that saves a fixed state.
+    struct Fake(m::SessionState);
+
+    struct Zeros(u64);
+
+    impl BufferSource for Zeros {
+        fn size(&self) -> u64 {
+            self.0
+        }
+        fn read(&mut self, _: u64, buf: &mut [u8]) -> Result<(), Status> {
+            buf.fill(0);
+            Ok(())
+        }
+    }
+
+    impl ExecSession for Fake {
+        fn execute(
+            &mut self,
+            _: &Request,
+            _: &mut crate::chain::GuestIo,
+        ) -> Result<Vec<u8>, Status> {
+            Err(Status::INVALID_OPERATION)
+        }
+        fn object_counts(&self) -> Vec<u64> {
+            vec![1; vgpu_protocol::ObjectKind::ALL.len()]
+        }
+        fn aborter(&self) -> Box<dyn Fn() + Send + Sync> {
+            Box::new(|| {})
+        }
+        fn save(&mut self, id: u64) -> Result<SavedSession, SnapshotError> {
+            let state = m::VgpuState::V1(m::VgpuStateV1 {
+                profile: Default::default(),
+                device: Default::default(),
+                sessions: vec![self.0.clone()],
+            });
+            let buffers = state
+                .streamed_buffers()
+                .into_iter()
+                .map(|b| (b.buffer, Box::new(Zeros(b.size)) as Box<dyn BufferSource>))
+                .collect();
+            assert_eq!(self.0.id(), id);
+            Ok(SavedSession {
+                state: self.0.clone(),
+                buffers,
+                drain: Duration::ZERO,
+            })
+        }
+    }
+
+    fn opencl_part(id: u64) -> m::SessionState {
+        m::SessionStateV1 {
+            id,
+            protocol_version: 1,
+            contexts: vec![m::ContextState {
+                id: 1,
+                guest: Some(m::GuestRef { handle: 1, refs: 1 }),
+                properties: vec![],
+            }],
+            buffers: vec![m::BufferState {
+                id: 7,
+                guest: Some(m::GuestRef { handle: 7, refs: 1 }),
+                context: 1,
+                flags: 1,
+                size: 16,
+                parent: None,
+            }],
+            ..Default::default()
+        }
+        .into()
+    }
+
+    fn cuda_part(id: u64) -> m::SessionState {
+        m::SessionStateV2 {
+            id,
+            protocol_version: 1,
+            cuda: Some(m::CudaSessionState {
+                allocations: vec![
+                    m::CudaAllocationState {
+                        id: 7,
+                        address: 0x2000_0000_0000,
+                        size: 32,
+                    },
+                    m::CudaAllocationState {
+                        id: 1,
+                        address: 0x2000_0020_0000,
+                        size: 8,
+                    },
+                ],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+        .into()
+    }
+
+    #[test]
+    fn a_session_on_both_apis_is_saved_as_one_record_with_distinct_content_ids() {
+        let mut exec = ExecSessions {
+            executors: Vec::new(),
+            sessions: vec![Box::new(Fake(opencl_part(3))), Box::new(Fake(cuda_part(3)))],
+        };
+        let saved = save_session(3, &mut exec).unwrap();
+        assert_eq!(saved.state.version(), 2);
+        let state = m::VgpuState::V1(m::VgpuStateV1 {
+            profile: Default::default(),
+            device: Default::default(),
+            sessions: vec![saved.state.clone()],
+        });
+        assert_eq!(state.validate(), Ok(()));
+        let streamed: Vec<(u64, u64)> = state
+            .streamed_buffers()
+            .iter()
+            .map(|b| (b.buffer, b.size))
+            .collect();
+        let sources: Vec<(u64, u64)> = saved
+            .buffers
+            .iter()
+            .map(|(id, source)| (*id, source.size()))
+            .collect();
+        assert_eq!(streamed, sources, "the sources follow the state");
+        assert_eq!(streamed[0], (7, 16), "the OpenCL buffer keeps its id");
+        assert_eq!(streamed[2], (1, 8));
+        assert!(![7, 1].contains(&streamed[1].0), "{streamed:?}");
+        let session = saved.state.latest();
+        assert!(session.has_opencl());
+        assert_eq!(
+            session.cuda.unwrap().allocations[0].address,
+            0x2000_0000_0000,
+            "addresses never change"
+        );
+    }
+
+    #[test]
+    fn an_empty_session_is_saved_as_an_empty_record() {
+        let mut exec = ExecSessions {
+            executors: Vec::new(),
+            sessions: Vec::new(),
+        };
+        let saved = save_session(5, &mut exec).unwrap();
+        let session = saved.state.latest();
+        assert_eq!((session.id, session.has_opencl()), (5, false));
+        assert_eq!(session.cuda, None);
+    }
+
+    #[test]
+    fn each_part_needs_a_device_of_its_api() {
+        let none: Vec<Arc<dyn Executor>> = Vec::new();
+        assert!(matches!(
+            rebuild_session(&none, &cuda_part(1)),
+            Err(Error::NoCuda)
+        ));
+        assert!(matches!(
+            rebuild_session(&none, &opencl_part(1)),
+            Err(Error::NoOpenCl)
+        ));
+        let empty = rebuild_session(&none, &m::SessionStateV2::default().into()).unwrap();
+        assert!(empty.parts.is_empty() && empty.sinks.is_empty());
+    }
 }

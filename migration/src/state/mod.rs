@@ -7,13 +7,22 @@
 //! a change adds a new version (`SessionStateV2`, say) and a variant for it,
 //! with an upgrade from the previous one, and the decoder keeps reading
 //! every released version. `latest()` gives the newest form of any of them.
+//!
+//! Released: `VgpuState::V1`; `SessionState::V1` (OpenCL objects) and
+//! `SessionState::V2` (the same, plus the session's CUDA objects).
 
+mod cuda;
 mod device;
 mod kernel;
 mod objects;
 mod program;
 mod validate;
 
+pub use cuda::{
+    CudaAllocationState, CudaArch, CudaContextState, CudaDevice, CudaEventState,
+    CudaFunctionAttribute, CudaFunctionState, CudaGlobalState, CudaImageKind, CudaIncompatible,
+    CudaModuleState, CudaPrimaryState, CudaSessionState, CudaStreamState,
+};
 pub use device::DeviceIdentity;
 pub use kernel::{KernelArg, KernelState};
 pub use objects::{
@@ -26,8 +35,10 @@ pub use validate::StateError;
 use crate::codec::{self, record, Codec, DecodeError, Decoder, Encoder, Result};
 use crate::profile::Profile;
 
-/// The newest version of `VgpuState` and `SessionState` this build writes.
+/// The newest version of `VgpuState` this build writes.
 pub const STATE_VERSION: u32 = 1;
+/// The newest version of `SessionState` this build writes.
+pub const SESSION_STATE_VERSION: u32 = 2;
 
 /// A whole vGPU, as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,9 +57,12 @@ record! {
 }
 
 /// One guest process's objects, as stored.
+// A state holds a handful of sessions, built and moved once per save.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionState {
     V1(SessionStateV1),
+    V2(SessionStateV2),
 }
 
 record! {
@@ -67,6 +81,96 @@ record! {
         pub events: Vec<EventState>,
         /// Commands not yet run, in the order they were enqueued.
         pub pending: Vec<PendingCommand>,
+    }
+}
+
+record! {
+    /// A session's OpenCL objects (as in `SessionStateV1`) and CUDA objects.
+    #[derive(Default)]
+    pub struct SessionStateV2 {
+        /// The session id the guest's batches carry (never 0).
+        pub id: u64,
+        /// The protocol version the session negotiated.
+        pub protocol_version: u32,
+        pub contexts: Vec<ContextState>,
+        pub queues: Vec<QueueState>,
+        pub buffers: Vec<BufferState>,
+        pub samplers: Vec<SamplerState>,
+        pub programs: Vec<ProgramState>,
+        pub kernels: Vec<KernelState>,
+        pub events: Vec<EventState>,
+        /// Commands not yet run, in the order they were enqueued.
+        pub pending: Vec<PendingCommand>,
+        /// The session's CUDA objects, if it has any.
+        pub cuda: Option<CudaSessionState>,
+    }
+}
+
+impl From<SessionStateV1> for SessionStateV2 {
+    fn from(s: SessionStateV1) -> Self {
+        SessionStateV2 {
+            id: s.id,
+            protocol_version: s.protocol_version,
+            contexts: s.contexts,
+            queues: s.queues,
+            buffers: s.buffers,
+            samplers: s.samplers,
+            programs: s.programs,
+            kernels: s.kernels,
+            events: s.events,
+            pending: s.pending,
+            cuda: None,
+        }
+    }
+}
+
+impl SessionStateV2 {
+    /// Whether the session holds any OpenCL object.
+    pub fn has_opencl(&self) -> bool {
+        !(self.contexts.is_empty()
+            && self.queues.is_empty()
+            && self.buffers.is_empty()
+            && self.samplers.is_empty()
+            && self.programs.is_empty()
+            && self.kernels.is_empty()
+            && self.events.is_empty()
+            && self.pending.is_empty())
+    }
+
+    /// The OpenCL objects alone, in the form the OpenCL executor reads.
+    pub fn opencl(&self) -> SessionStateV1 {
+        SessionStateV1 {
+            id: self.id,
+            protocol_version: self.protocol_version,
+            contexts: self.contexts.clone(),
+            queues: self.queues.clone(),
+            buffers: self.buffers.clone(),
+            samplers: self.samplers.clone(),
+            programs: self.programs.clone(),
+            kernels: self.kernels.clone(),
+            events: self.events.clone(),
+            pending: self.pending.clone(),
+        }
+    }
+
+    /// The CUDA objects alone (no OpenCL object).
+    pub fn cuda_only(&self) -> SessionStateV2 {
+        SessionStateV2 {
+            id: self.id,
+            protocol_version: self.protocol_version,
+            cuda: self.cuda.clone(),
+            ..Default::default()
+        }
+    }
+
+    /// Every buffer whose contents the stream carries, as (id, size): top-level
+    /// OpenCL buffers, then CUDA allocations and globals.
+    fn streamed(&self) -> impl Iterator<Item = (ObjectId, u64)> + '_ {
+        self.buffers
+            .iter()
+            .filter(|b| b.parent.is_none())
+            .map(|b| (b.id, b.size))
+            .chain(self.cuda.iter().flat_map(|c| c.streamed()))
     }
 }
 
@@ -105,19 +209,28 @@ impl VgpuState {
     }
 
     /// Every buffer (not sub-buffer) whose contents the stream carries, in
-    /// state order: the saver streams each of them whole.
+    /// state order: the saver streams each of them whole. A session's CUDA
+    /// allocations and globals come after its OpenCL buffers.
     pub fn streamed_buffers(&self) -> Vec<StreamedBuffer> {
         let VgpuState::V1(state) = self;
         let mut out = Vec::new();
         for session in &state.sessions {
-            let SessionState::V1(session) = session;
-            for buffer in session.buffers.iter().filter(|b| b.parent.is_none()) {
-                out.push(StreamedBuffer {
-                    session: session.id,
-                    buffer: buffer.id,
-                    size: buffer.size,
-                });
-            }
+            let (id, streamed): (u64, Vec<(ObjectId, u64)>) = match session {
+                SessionState::V1(s) => (
+                    s.id,
+                    s.buffers
+                        .iter()
+                        .filter(|b| b.parent.is_none())
+                        .map(|b| (b.id, b.size))
+                        .collect(),
+                ),
+                SessionState::V2(s) => (s.id, s.streamed().collect()),
+            };
+            out.extend(streamed.into_iter().map(|(buffer, size)| StreamedBuffer {
+                session: id,
+                buffer,
+                size,
+            }));
         }
         out
     }
@@ -139,15 +252,24 @@ impl VgpuState {
 
 impl SessionState {
     /// The newest session version, upgraded from whichever this one is.
-    pub fn latest(self) -> SessionStateV1 {
+    pub fn latest(self) -> SessionStateV2 {
         match self {
-            SessionState::V1(session) => session,
+            SessionState::V1(session) => session.into(),
+            SessionState::V2(session) => session,
         }
     }
 
     pub fn id(&self) -> u64 {
         match self {
             SessionState::V1(session) => session.id,
+            SessionState::V2(session) => session.id,
+        }
+    }
+
+    pub fn version(&self) -> u32 {
+        match self {
+            SessionState::V1(_) => 1,
+            SessionState::V2(_) => 2,
         }
     }
 }
@@ -164,12 +286,14 @@ impl From<SessionStateV1> for SessionState {
     }
 }
 
-fn unsupported(what: &'static str, version: u32) -> DecodeError {
-    DecodeError::UnsupportedVersion {
-        what,
-        version,
-        max: STATE_VERSION,
+impl From<SessionStateV2> for SessionState {
+    fn from(session: SessionStateV2) -> Self {
+        SessionState::V2(session)
     }
+}
+
+fn unsupported(what: &'static str, version: u32, max: u32) -> DecodeError {
+    DecodeError::UnsupportedVersion { what, version, max }
 }
 
 impl Codec for VgpuState {
@@ -183,25 +307,25 @@ impl Codec for VgpuState {
     fn decode(d: &mut Decoder<'_>) -> Result<Self> {
         match d.u32()? {
             1 => Ok(VgpuState::V1(VgpuStateV1::decode(d)?)),
-            version => Err(unsupported("vGPU state", version)),
+            version => Err(unsupported("vGPU state", version, STATE_VERSION)),
         }
     }
 }
 
 impl Codec for SessionState {
     fn encode(&self, e: &mut Encoder) {
+        e.u32(self.version());
         match self {
-            SessionState::V1(session) => {
-                e.u32(1);
-                session.encode(e);
-            }
+            SessionState::V1(session) => session.encode(e),
+            SessionState::V2(session) => session.encode(e),
         }
     }
 
     fn decode(d: &mut Decoder<'_>) -> Result<Self> {
         match d.u32()? {
             1 => Ok(SessionState::V1(SessionStateV1::decode(d)?)),
-            version => Err(unsupported("session state", version)),
+            2 => Ok(SessionState::V2(SessionStateV2::decode(d)?)),
+            version => Err(unsupported("session state", version, SESSION_STATE_VERSION)),
         }
     }
 }

@@ -52,6 +52,15 @@ pub enum StateError {
     },
     #[error("session {session}: program {id} is linked from no inputs")]
     EmptyLink { session: u64, id: ObjectId },
+    #[error("session {session}: streamed contents id {id} is 0 or names two buffers")]
+    StreamedId { session: u64, id: ObjectId },
+    #[error("session {session}: CUDA allocation at {address:#x} of {size} bytes {reason}")]
+    BadAllocation {
+        session: u64,
+        address: u64,
+        size: u64,
+        reason: &'static str,
+    },
 }
 
 type Check = std::result::Result<(), StateError>;
@@ -84,7 +93,32 @@ object!(
     SamplerState => "sampler",
     ProgramState => "program",
     KernelState => "kernel",
-    EventState => "event"
+    EventState => "event",
+    CudaContextState => "CUDA context",
+    CudaModuleState => "CUDA module",
+    CudaFunctionState => "CUDA function",
+    CudaStreamState => "CUDA stream",
+    CudaEventState => "CUDA event"
+);
+
+/// Records the guest knows by address rather than by handle.
+macro_rules! addressed {
+    ($($ty:ty => $kind:literal),*) => {$(
+        impl Object for $ty {
+            const KIND: &'static str = $kind;
+            fn id(&self) -> ObjectId {
+                self.id
+            }
+            fn guest(&self) -> Option<GuestRef> {
+                None
+            }
+        }
+    )*};
+}
+
+addressed!(
+    CudaAllocationState => "CUDA allocation",
+    CudaGlobalState => "CUDA global"
 );
 
 /// Indexes one kind's records by id, checking ids and guest handles.
@@ -149,38 +183,166 @@ pub(super) fn vgpu(state: &VgpuState) -> Check {
     let VgpuState::V1(state) = state;
     let mut seen = HashSet::new();
     for session in &state.sessions {
-        let SessionState::V1(session) = session;
-        if session.id == 0 {
+        let id = session.id();
+        if id == 0 {
             return Err(StateError::ZeroSession);
         }
-        if !seen.insert(session.id) {
-            return Err(StateError::DuplicateSession(session.id));
+        if !seen.insert(id) {
+            return Err(StateError::DuplicateSession(id));
         }
-        session_v1(session)?;
+        match session {
+            SessionState::V1(s) => opencl(&OpenCl::from(s))?,
+            SessionState::V2(s) => {
+                opencl(&OpenCl::from(s))?;
+                if let Some(c) = &s.cuda {
+                    cuda(id, c)?;
+                }
+                streamed_ids(id, s)?;
+            }
+        }
     }
     Ok(())
 }
 
-fn session_v1(s: &SessionStateV1) -> Check {
+/// The OpenCL records of a session, whichever version holds them.
+struct OpenCl<'a> {
+    id: u64,
+    contexts: &'a [ContextState],
+    queues: &'a [QueueState],
+    buffers: &'a [BufferState],
+    samplers: &'a [SamplerState],
+    programs: &'a [ProgramState],
+    kernels: &'a [KernelState],
+    events: &'a [EventState],
+    pending: &'a [PendingCommand],
+}
+
+macro_rules! opencl_view {
+    ($($ty:ty),*) => {$(
+        impl<'a> From<&'a $ty> for OpenCl<'a> {
+            fn from(s: &'a $ty) -> Self {
+                OpenCl {
+                    id: s.id,
+                    contexts: &s.contexts,
+                    queues: &s.queues,
+                    buffers: &s.buffers,
+                    samplers: &s.samplers,
+                    programs: &s.programs,
+                    kernels: &s.kernels,
+                    events: &s.events,
+                    pending: &s.pending,
+                }
+            }
+        }
+    )*};
+}
+
+opencl_view!(SessionStateV1, SessionStateV2);
+
+/// Streamed contents are keyed by (session, id): OpenCL buffers, CUDA
+/// allocations and globals must not share an id.
+fn streamed_ids(sid: u64, s: &SessionStateV2) -> Check {
+    let mut seen = HashSet::new();
+    for (id, _) in s.streamed() {
+        if id == 0 || !seen.insert(id) {
+            return Err(StateError::StreamedId { session: sid, id });
+        }
+    }
+    Ok(())
+}
+
+fn cuda(sid: u64, c: &CudaSessionState) -> Check {
+    let contexts = table(sid, &c.contexts)?;
+    let modules = table(sid, &c.modules)?;
+    table(sid, &c.functions)?;
+    table(sid, &c.streams)?;
+    table(sid, &c.events)?;
+    table(sid, &c.allocations)?;
+    table(sid, &c.globals)?;
+    if let Some(p) = &c.primary {
+        if !contexts.contains_key(&p.context) {
+            return Err(StateError::Dangling {
+                session: sid,
+                kind: "CUDA primary context",
+                id: u64::from(p.refs),
+                target_kind: "CUDA context",
+                target: p.context,
+            });
+        }
+    }
+    for m in &c.modules {
+        resolves(sid, m, &contexts, m.context)?;
+    }
+    for f in &c.functions {
+        resolves(sid, f, &modules, f.module)?;
+    }
+    for g in &c.globals {
+        resolves(sid, g, &modules, g.module)?;
+    }
+    for st in &c.streams {
+        resolves(sid, st, &contexts, st.context)?;
+    }
+    for e in &c.events {
+        resolves(sid, e, &contexts, e.context)?;
+    }
+    // Allocations: non-empty, not wrapping, not overlapping.
+    let mut ranges: Vec<(u64, u64)> = Vec::with_capacity(c.allocations.len());
+    for a in &c.allocations {
+        let bad = |reason| StateError::BadAllocation {
+            session: sid,
+            address: a.address,
+            size: a.size,
+            reason,
+        };
+        if a.size == 0 {
+            return Err(bad("is empty"));
+        }
+        let end = a
+            .address
+            .checked_add(a.size)
+            .ok_or_else(|| bad("wraps around"))?;
+        if a.address == 0 {
+            return Err(bad("is at address 0"));
+        }
+        ranges.push((a.address, end));
+    }
+    ranges.sort_unstable();
+    if let Some(w) = ranges.windows(2).find(|w| w[1].0 < w[0].1) {
+        let a = c
+            .allocations
+            .iter()
+            .find(|a| a.address == w[1].0)
+            .expect("listed above");
+        return Err(StateError::BadAllocation {
+            session: sid,
+            address: a.address,
+            size: a.size,
+            reason: "overlaps another",
+        });
+    }
+    Ok(())
+}
+
+fn opencl(s: &OpenCl<'_>) -> Check {
     let sid = s.id;
-    let contexts = table(sid, &s.contexts)?;
-    let queues = table(sid, &s.queues)?;
-    let buffers = table(sid, &s.buffers)?;
-    let samplers = table(sid, &s.samplers)?;
-    let programs = table(sid, &s.programs)?;
-    table(sid, &s.kernels)?;
-    table(sid, &s.events)?;
-    for q in &s.queues {
+    let contexts = table(sid, s.contexts)?;
+    let queues = table(sid, s.queues)?;
+    let buffers = table(sid, s.buffers)?;
+    let samplers = table(sid, s.samplers)?;
+    let programs = table(sid, s.programs)?;
+    table(sid, s.kernels)?;
+    table(sid, s.events)?;
+    for q in s.queues {
         resolves(sid, q, &contexts, q.context)?;
     }
-    for b in &s.buffers {
+    for b in s.buffers {
         resolves(sid, b, &contexts, b.context)?;
         sub_buffer(sid, b, &buffers)?;
     }
-    for sampler in &s.samplers {
+    for sampler in s.samplers {
         resolves(sid, sampler, &contexts, sampler.context)?;
     }
-    for p in &s.programs {
+    for p in s.programs {
         resolves(sid, p, &contexts, p.context)?;
         if matches!(&p.origin, ProgramOrigin::Linked(inputs) if inputs.is_empty()) {
             return Err(StateError::EmptyLink {
@@ -189,7 +351,7 @@ fn session_v1(s: &SessionStateV1) -> Check {
             });
         }
     }
-    for k in &s.kernels {
+    for k in s.kernels {
         resolves(sid, k, &programs, k.program)?;
         for arg in &k.args {
             match *arg {
@@ -199,10 +361,10 @@ fn session_v1(s: &SessionStateV1) -> Check {
             }
         }
     }
-    for e in &s.events {
+    for e in s.events {
         resolves(sid, e, &contexts, e.context)?;
     }
-    for c in &s.pending {
+    for c in s.pending {
         if !queues.contains_key(&c.queue) {
             return Err(StateError::Dangling {
                 session: sid,

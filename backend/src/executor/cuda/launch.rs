@@ -17,7 +17,7 @@ use vgpu_protocol::{Status, Wire};
 
 use super::driver::{self, check};
 use super::memory::Ranges;
-use super::objects::{HostFunction, HostModule};
+use super::objects::{FunctionSettings, Global, HostFunction, HostModule};
 use super::session::{cuda, CudaSession};
 
 /// Most parameters a kernel may have (the 32 KiB buffer holds at most this
@@ -58,7 +58,7 @@ pub(super) fn check_pointers(
 }
 
 /// The driver's parameter layout of `function`.
-fn param_layout(function: sys::CUfunction) -> Result<Vec<(u32, u32)>, Status> {
+pub(super) fn param_layout(function: sys::CUfunction) -> Result<Vec<(u32, u32)>, Status> {
     let mut params = Vec::new();
     for index in 0..MAX_PARAMS {
         let (mut offset, mut size) = (0usize, 0usize);
@@ -75,6 +75,34 @@ fn param_layout(function: sys::CUfunction) -> Result<Vec<(u32, u32)>, Status> {
 }
 
 impl CudaSession {
+    /// The parameter buffer with every pointer-sized parameter that names a
+    /// relocated global pointed at where the global now is.
+    fn translate_params<'a>(
+        &self,
+        layout: &[(u32, u32)],
+        buffer: &'a [u8],
+    ) -> std::borrow::Cow<'a, [u8]> {
+        if self.relocations.is_empty() {
+            return std::borrow::Cow::Borrowed(buffer);
+        }
+        let mut out = buffer.to_vec();
+        for &(offset, size) in layout {
+            let at = offset as usize;
+            if size != 8 || offset % 8 != 0 {
+                continue;
+            }
+            let Some(bytes) = out.get_mut(at..at + 8) else {
+                continue;
+            };
+            let value = u64::from_le_bytes(bytes.try_into().unwrap_or([0; 8]));
+            let host = self.host_ptr(value);
+            if host != value {
+                bytes.copy_from_slice(&host.to_le_bytes());
+            }
+        }
+        std::borrow::Cow::Owned(out)
+    }
+
     pub(super) fn load_module(&mut self, m: &CuModuleLoad) -> Result<(), Status> {
         let ctx = self.enter(m.ctx)?;
         let kind = ImageKind::detect(&m.image).ok_or(cuda(result::ERROR_INVALID_IMAGE))?;
@@ -104,13 +132,14 @@ impl CudaSession {
     /// `cuModuleUnload`: the module's functions and globals go with it.
     pub(super) fn unload_module(&mut self, handle: u64) -> Result<(), Status> {
         let module = self.modules.get(handle)?.clone();
-        for (start, _) in module
+        for global in module
             .globals
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .drain(..)
         {
-            self.ranges.remove(start);
+            self.ranges.remove(global.guest);
+            self.relocations.remove(&global.guest);
         }
         for function in module
             .functions
@@ -151,6 +180,7 @@ impl CudaSession {
                 params,
                 param_len,
                 module: module.clone(),
+                settings: Mutex::new(FunctionSettings::default()),
             },
         )?;
         module
@@ -163,6 +193,21 @@ impl CudaSession {
 
     pub(super) fn get_global(&mut self, m: &CuModuleGetGlobal) -> Result<Vec<u8>, Status> {
         let module = self.modules.get(m.module)?.clone();
+        // A global the guest was given already keeps its address (which a
+        // restore may have kept while the variable moved).
+        if let Some(g) = module
+            .globals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|g| g.name == m.name)
+        {
+            return Ok(CuRangeReply {
+                ptr: g.guest,
+                size: g.size,
+            }
+            .to_bytes());
+        }
         self.make_current(module.ctx.raw)?;
         let cname = name(&m.name)?;
         let (mut ptr, mut size) = (0u64, 0usize);
@@ -171,16 +216,29 @@ impl CudaSession {
         check(unsafe {
             sys::cuModuleGetGlobal_v2(&mut ptr, &mut size, module.raw, cname.as_ptr())
         })?;
+        let size = size as u64;
+        // The address must not fall in a range the guest knows as another
+        // (a relocated global's old address): it would be translated.
+        let end = ptr.saturating_add(size.max(1));
+        if self
+            .relocations
+            .range(..end)
+            .next_back()
+            .is_some_and(|(&start, &(len, _))| start.saturating_add(len.max(1)) > ptr)
+        {
+            return Err(cuda(result::ERROR_OUT_OF_MEMORY));
+        }
         let mut globals = module.globals.lock().unwrap_or_else(|e| e.into_inner());
-        if !globals.iter().any(|&(start, _)| start == ptr) {
-            globals.push((ptr, size as u64));
-            self.ranges.insert(ptr, size as u64);
+        if !globals.iter().any(|g| g.guest == ptr) {
+            globals.push(Global {
+                name: m.name.clone(),
+                guest: ptr,
+                host: ptr,
+                size,
+            });
+            self.ranges.insert(ptr, size);
         }
-        Ok(CuRangeReply {
-            ptr,
-            size: size as u64,
-        }
-        .to_bytes())
+        Ok(CuRangeReply { ptr, size }.to_bytes())
     }
 
     fn function(&self, handle: u64) -> Result<Arc<HostFunction>, Status> {
@@ -197,13 +255,23 @@ impl CudaSession {
     pub(super) fn set_function_attribute(&mut self, m: &CuFuncSetAttribute) -> Result<(), Status> {
         let function = self.function(m.function)?;
         self.make_current(function.module.ctx.raw)?;
-        driver::set_function_attribute(function.raw, m.attribute, m.value)
+        driver::set_function_attribute(function.raw, m.attribute, m.value)?;
+        let mut settings = function.settings.lock().unwrap_or_else(|e| e.into_inner());
+        settings.attributes.retain(|(a, _)| *a != m.attribute);
+        settings.attributes.push((m.attribute, m.value));
+        Ok(())
     }
 
     pub(super) fn set_cache_config(&mut self, m: &CuFuncSetCacheConfig) -> Result<(), Status> {
         let function = self.function(m.function)?;
         self.make_current(function.module.ctx.raw)?;
-        driver::set_cache_config(function.raw, m.config)
+        driver::set_cache_config(function.raw, m.config)?;
+        function
+            .settings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .cache_config = Some(m.config);
+        Ok(())
     }
 
     pub(super) fn occupancy_blocks(
@@ -273,10 +341,11 @@ impl CudaSession {
             &self.ranges,
         )?;
         let stream = self.stream(m.ctx, m.stream)?;
-        let mut size = m.params.len();
+        let params = self.translate_params(&function.params, &m.params);
+        let mut size = params.len();
         let mut extra = [
             sys::CU_LAUNCH_PARAM_BUFFER_POINTER_AS_INT as usize as *mut c_void,
-            m.params.as_ptr() as *mut c_void,
+            params.as_ptr() as *mut c_void,
             sys::CU_LAUNCH_PARAM_BUFFER_SIZE_AS_INT as usize as *mut c_void,
             (&mut size as *mut usize).cast(),
             sys::CU_LAUNCH_PARAM_END_AS_INT as usize as *mut c_void,

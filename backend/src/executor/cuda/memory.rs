@@ -121,6 +121,67 @@ impl Arena {
         let addr = self
             .take(mapped)
             .ok_or(Status(result::ERROR_OUT_OF_MEMORY))?;
+        self.map_taken(addr, size, mapped)
+    }
+
+    /// Takes `[addr, addr+size)` off the free list, if all of it is free.
+    fn take_at(&self, addr: u64, size: u64) -> bool {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((&start, &len)) = free.range(..=addr).next_back() else {
+            return false;
+        };
+        let end = start + len;
+        let Some(want_end) = addr.checked_add(size) else {
+            return false;
+        };
+        if want_end > end {
+            return false;
+        }
+        free.remove(&start);
+        if addr > start {
+            free.insert(start, addr - start);
+        }
+        if want_end < end {
+            free.insert(want_end, end - want_end);
+        }
+        true
+    }
+
+    /// Whether `[addr, addr+size)` could be mapped: inside the arena,
+    /// aligned to the granularity and free.
+    pub fn is_free(&self, addr: u64, size: u64) -> bool {
+        let free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        addr.is_multiple_of(self.granularity)
+            && free
+                .range(..=addr)
+                .next_back()
+                .is_some_and(|(&start, &len)| {
+                    addr.checked_add(size).is_some_and(|e| e <= start + len)
+                })
+    }
+
+    /// Maps `size` bytes of new physical memory at `addr` exactly: a
+    /// restore gives the guest back the addresses it holds.
+    pub fn allocate_at(self: &Arc<Self>, addr: u64, size: u64) -> Result<Allocation, Status> {
+        if size == 0 || !addr.is_multiple_of(self.granularity) {
+            return Err(Status(result::ERROR_INVALID_VALUE));
+        }
+        let mapped = size
+            .checked_next_multiple_of(self.granularity)
+            .ok_or(Status(result::ERROR_OUT_OF_MEMORY))?;
+        if !self.contains(addr) || !self.take_at(addr, mapped) {
+            return Err(Status(result::ERROR_INVALID_VALUE));
+        }
+        self.map_taken(addr, size, mapped)
+    }
+
+    /// Maps a range just taken off the free list (given back on failure).
+    fn map_taken(
+        self: &Arc<Self>,
+        addr: u64,
+        size: u64,
+        mapped: u64,
+    ) -> Result<Allocation, Status> {
         match self.map(addr, mapped) {
             Ok(handle) => Ok(Allocation {
                 addr,
@@ -244,6 +305,34 @@ impl Ranges {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn free_list(ranges: &[(u64, u64)]) -> Arena {
+        Arena {
+            base: 0x1000,
+            size: 0x10000,
+            granularity: 0x1000,
+            device: 0,
+            free: Mutex::new(ranges.iter().copied().collect()),
+        }
+    }
+
+    #[test]
+    fn exact_ranges_are_taken_from_the_free_list() {
+        let arena = free_list(&[(0x1000, 0x10000)]);
+        assert!(arena.is_free(0x3000, 0x2000));
+        assert!(!arena.is_free(0x3800, 0x1000), "unaligned");
+        assert!(arena.take_at(0x3000, 0x2000));
+        assert!(!arena.is_free(0x4000, 0x1000));
+        assert!(!arena.take_at(0x2000, 0x2000), "overlaps a taken range");
+        assert!(arena.take_at(0x1000, 0x2000));
+        assert!(arena.take_at(0x5000, 0xc000));
+        assert!(arena.free.lock().unwrap().is_empty());
+        arena.give_back(0x3000, 0x2000);
+        assert!(arena.is_free(0x3000, 0x2000));
+        assert!(!arena.take_at(0x3000, u64::MAX));
+        // Nothing maps on drop: the arena was never reserved.
+        std::mem::forget(arena);
+    }
 
     #[test]
     fn ranges_cover_only_their_bytes() {

@@ -3,17 +3,18 @@
 //! libcuda (or without the device asked for) gets an error from
 //! [`CudaExecutor::open`], never a panic, and simply offers no CUDA.
 //!
-//! Snapshot support is prepared, not wired: allocations record their arena
-//! address and size, modules their image and kind, functions their name and
-//! parameter layout, streams and events their flags; the state model of
-//! `migration/` will serialize them.
+//! Sessions are saved and restored through the state model of `migration/`
+//! (`snapshot.rs`): allocations keep their addresses, modules their image,
+//! functions their name and settings, streams and events their flags.
 
 mod driver;
+mod image;
 mod info;
 mod launch;
 mod memory;
 mod objects;
 mod session;
+mod snapshot;
 mod sync;
 mod transfer;
 
@@ -139,6 +140,23 @@ impl Executor for CudaExecutor {
 
     fn open_session(&self) -> Box<dyn ExecSession> {
         Box::new(CudaSession::new(self.shared.clone()))
+    }
+
+    /// Rebuilds a session's CUDA objects (a state without any gives an
+    /// empty session).
+    fn restore_session(
+        &self,
+        state: &vgpu_migration::SessionState,
+    ) -> Result<super::RestoredSession, super::SnapshotError> {
+        match state {
+            vgpu_migration::SessionState::V1(_) => Ok(super::RestoredSession {
+                session: self.open_session(),
+                sinks: Default::default(),
+            }),
+            vgpu_migration::SessionState::V2(state) => {
+                snapshot::restore(self.shared.clone(), state)
+            }
+        }
     }
 }
 

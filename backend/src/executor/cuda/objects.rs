@@ -1,9 +1,11 @@
 //! Host CUDA objects behind a session's handles, released when the last
-//! holder lets go. Each keeps what a snapshot needs to rebuild it: a module
-//! its image, a function its name and parameter layout. Fields only a
-//! snapshot reads are marked so until `migration/` serializes them.
+//! holder lets go. Each keeps what a snapshot needs to rebuild it: a
+//! context its flags, a module its image and the globals looked up in it,
+//! a function its name and the attributes set on it, streams and events
+//! their flags.
 
-use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys;
 use vgpu_protocol::cuda::ImageKind;
@@ -11,31 +13,48 @@ use vgpu_protocol::cuda::ImageKind;
 /// A host context (one per guest context, primary or not, so a fault in one
 /// VM's context cannot take down another's).
 #[derive(Debug)]
-#[allow(dead_code)] // snapshot state
 pub struct HostContext {
     pub raw: sys::CUcontext,
     pub flags: u32,
 }
 
+/// A `__device__` variable whose address the guest was given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Global {
+    pub name: Vec<u8>,
+    /// The address the guest holds.
+    pub guest: u64,
+    /// Where the variable is (differs from `guest` after a restore put the
+    /// module elsewhere).
+    pub host: u64,
+    pub size: u64,
+}
+
 /// A loaded module and the image it came from.
 #[derive(Debug)]
-#[allow(dead_code)] // snapshot state
 pub struct HostModule {
     pub raw: sys::CUmodule,
     pub kind: ImageKind,
     /// Kept for snapshots: PTX or a fat binary can be rebuilt for another
     /// architecture; a cubin only for the one it was built for.
     pub image: Arc<[u8]>,
-    /// Device ranges of globals handed out (start, length).
-    pub globals: std::sync::Mutex<Vec<(u64, u64)>>,
+    /// Globals handed out.
+    pub globals: Mutex<Vec<Global>>,
     /// Guest handles of the functions looked up in it (released with it).
-    pub functions: std::sync::Mutex<Vec<u64>>,
+    pub functions: Mutex<Vec<u64>>,
     pub ctx: Arc<HostContext>,
+}
+
+/// What the guest set on a function, to set again after a restore.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct FunctionSettings {
+    /// (attribute, value), each attribute once, in the order last set.
+    pub attributes: Vec<(u32, i32)>,
+    pub cache_config: Option<u32>,
 }
 
 /// A kernel and its parameter layout (offset, size) as the driver reports.
 #[derive(Debug)]
-#[allow(dead_code)] // snapshot state
 pub struct HostFunction {
     pub raw: sys::CUfunction,
     pub name: Vec<u8>,
@@ -43,10 +62,10 @@ pub struct HostFunction {
     /// Bytes of the packed parameter buffer.
     pub param_len: usize,
     pub module: Arc<HostModule>,
+    pub settings: Mutex<FunctionSettings>,
 }
 
 #[derive(Debug)]
-#[allow(dead_code)] // snapshot state
 pub struct HostStream {
     pub raw: sys::CUstream,
     pub flags: u32,
@@ -55,11 +74,12 @@ pub struct HostStream {
 }
 
 #[derive(Debug)]
-#[allow(dead_code)] // snapshot state
 pub struct HostEvent {
     pub raw: sys::CUevent,
     pub flags: u32,
     pub ctx: Arc<HostContext>,
+    /// Whether it was ever recorded (a restore records it again).
+    pub recorded: AtomicBool,
 }
 
 macro_rules! thread_safe {

@@ -21,19 +21,31 @@ pub(super) fn cuda(code: i32) -> Status {
     Status(code)
 }
 
+/// `ptr` moved along with the relocated range (guest start → (length,
+/// host start)) it falls in, if any.
+fn relocate(relocations: &BTreeMap<u64, (u64, u64)>, ptr: u64) -> u64 {
+    match relocations.range(..=ptr).next_back() {
+        Some((&start, &(len, host))) if ptr - start < len.max(1) => host.wrapping_add(ptr - start),
+        _ => ptr,
+    }
+}
+
 pub struct CudaSession {
     pub(super) shared: Arc<DeviceShared>,
     pub(super) contexts: HandleTable<HostContext>,
     /// The guest's handle for the primary context and its retain count.
-    primary: Option<(u64, u32)>,
+    pub(super) primary: Option<(u64, u32)>,
     pub(super) modules: HandleTable<HostModule>,
     pub(super) functions: HandleTable<HostFunction>,
     pub(super) streams: HandleTable<HostStream>,
     pub(super) events: HandleTable<HostEvent>,
-    /// Allocations by device address.
-    pub(super) allocations: BTreeMap<u64, Allocation>,
+    /// Allocations by device address (shared with a snapshot reading them).
+    pub(super) allocations: BTreeMap<u64, Arc<Allocation>>,
     /// Device ranges this session may name (allocations, module globals).
     pub(super) ranges: Ranges,
+    /// Globals a restore found elsewhere than the guest was told:
+    /// guest address → (length, host address).
+    pub(super) relocations: BTreeMap<u64, (u64, u64)>,
     /// The context current on the session's thread, to skip redundant sets.
     current: sys::CUcontext,
 }
@@ -55,8 +67,15 @@ impl CudaSession {
             events: HandleTable::new(invalid_handle),
             allocations: BTreeMap::new(),
             ranges: Ranges::default(),
+            relocations: BTreeMap::new(),
             current: std::ptr::null_mut(),
         }
+    }
+
+    /// Where a guest device address really is: the same address, except
+    /// inside a global a restore found elsewhere.
+    pub(super) fn host_ptr(&self, ptr: u64) -> u64 {
+        relocate(&self.relocations, ptr)
     }
 
     /// Makes a raw context current unless it already is.
@@ -240,6 +259,13 @@ impl ExecSession for CudaSession {
         // Nothing in the CUDA API waits on the guest.
         Box::new(|| {})
     }
+
+    fn save(
+        &mut self,
+        id: u64,
+    ) -> Result<crate::executor::SavedSession, crate::executor::SnapshotError> {
+        self.save_session(id)
+    }
 }
 
 impl Drop for CudaSession {
@@ -263,5 +289,24 @@ impl Drop for CudaSession {
         self.allocations.clear();
         self.contexts = HandleTable::new(Status::SUCCESS);
         let _ = set_current(std::ptr::null_mut());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_inside_relocated_globals_move_with_them() {
+        let mut relocations = BTreeMap::new();
+        assert_eq!(relocate(&relocations, 0x1000), 0x1000);
+        relocations.insert(0x1000, (0x100, 0x9000));
+        relocations.insert(0x2000, (0, 0xa000));
+        assert_eq!(relocate(&relocations, 0x1000), 0x9000);
+        assert_eq!(relocate(&relocations, 0x10ff), 0x90ff);
+        assert_eq!(relocate(&relocations, 0x1100), 0x1100);
+        assert_eq!(relocate(&relocations, 0xfff), 0xfff);
+        assert_eq!(relocate(&relocations, 0x2000), 0xa000);
+        assert_eq!(relocate(&relocations, 0x2001), 0x2001);
     }
 }

@@ -56,6 +56,7 @@ impl CudaSession {
             raw,
             flags: m.flags,
             ctx,
+            recorded: false.into(),
         };
         self.events.insert(m.event, event)?;
         Ok(())
@@ -72,7 +73,11 @@ impl CudaSession {
             stream.raw
         };
         // SAFETY: the event and the stream are live.
-        check(unsafe { sys::cuEventRecord(event.raw, stream) })
+        check(unsafe { sys::cuEventRecord(event.raw, stream) })?;
+        event
+            .recorded
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     pub(super) fn event_synchronize(&mut self, handle: u64) -> Result<(), Status> {

@@ -38,7 +38,8 @@ impl CudaSession {
             size: allocation.size,
         };
         self.ranges.insert(allocation.addr, allocation.size);
-        self.allocations.insert(allocation.addr, allocation);
+        self.allocations
+            .insert(allocation.addr, std::sync::Arc::new(allocation));
         Ok(reply.to_bytes())
     }
 
@@ -65,7 +66,7 @@ impl CudaSession {
         }
         self.check_range(m.dst, m.data.len)?;
         let stream = self.stream(m.ctx, m.stream)?;
-        let mut at = m.dst;
+        let mut at = self.host_ptr(m.dst);
         for piece in io.out_slices(m.data)? {
             let src = piece.ptr as *const c_void;
             // SAFETY: `piece` is live guest memory of `piece.len` bytes for
@@ -93,7 +94,7 @@ impl CudaSession {
         }
         self.check_range(m.src, m.data.len)?;
         let stream = self.stream(m.ctx, m.stream)?;
-        let mut at = m.src;
+        let mut at = self.host_ptr(m.src);
         for piece in io.in_slices(m.data)? {
             let dst = piece.ptr as *mut c_void;
             // SAFETY: `piece` is writable guest memory of `piece.len` bytes;
@@ -123,12 +124,13 @@ impl CudaSession {
         self.check_range(m.dst, m.size)?;
         let stream = self.stream(m.ctx, m.stream)?;
         let size = usize::try_from(m.size).map_err(|_| invalid())?;
+        let (dst, src) = (self.host_ptr(m.dst), self.host_ptr(m.src));
         // SAFETY: both ranges belong to the session (checked above).
         check(unsafe {
             if m.stream == 0 {
-                sys::cuMemcpyDtoD_v2(m.dst, m.src, size)
+                sys::cuMemcpyDtoD_v2(dst, src, size)
             } else {
-                sys::cuMemcpyDtoDAsync_v2(m.dst, m.src, size, stream)
+                sys::cuMemcpyDtoDAsync_v2(dst, src, size, stream)
             }
         })
     }
@@ -145,16 +147,17 @@ impl CudaSession {
         let stream = self.stream(m.ctx, m.stream)?;
         let count = usize::try_from(m.count).map_err(|_| invalid())?;
         let asynchronous = m.stream != 0;
+        let dst = self.host_ptr(m.dst);
         // SAFETY: the range belongs to the session (checked above); the
         // value is truncated to the element size as the API defines.
         let code = unsafe {
             match (m.elem_size, asynchronous) {
-                (1, false) => sys::cuMemsetD8_v2(m.dst, m.value as u8, count),
-                (1, true) => sys::cuMemsetD8Async(m.dst, m.value as u8, count, stream),
-                (2, false) => sys::cuMemsetD16_v2(m.dst, m.value as u16, count),
-                (2, true) => sys::cuMemsetD16Async(m.dst, m.value as u16, count, stream),
-                (4, false) => sys::cuMemsetD32_v2(m.dst, m.value, count),
-                (4, true) => sys::cuMemsetD32Async(m.dst, m.value, count, stream),
+                (1, false) => sys::cuMemsetD8_v2(dst, m.value as u8, count),
+                (1, true) => sys::cuMemsetD8Async(dst, m.value as u8, count, stream),
+                (2, false) => sys::cuMemsetD16_v2(dst, m.value as u16, count),
+                (2, true) => sys::cuMemsetD16Async(dst, m.value as u16, count, stream),
+                (4, false) => sys::cuMemsetD32_v2(dst, m.value, count),
+                (4, true) => sys::cuMemsetD32Async(dst, m.value, count, stream),
                 _ => return Err(invalid()),
             }
         };

@@ -171,9 +171,13 @@ impl Executor for OpenClExecutor {
         &self,
         state: &vgpu_migration::SessionState,
     ) -> Result<super::RestoredSession, super::SnapshotError> {
-        let vgpu_migration::SessionState::V1(state) = state;
+        // A newer session state carries the OpenCL objects beside others.
+        let state = match state {
+            vgpu_migration::SessionState::V1(state) => std::borrow::Cow::Borrowed(state),
+            vgpu_migration::SessionState::V2(state) => std::borrow::Cow::Owned(state.opencl()),
+        };
         let session = self.new_session();
-        session.restore_session(state, &self.identity())
+        session.restore_session(&state, &self.identity())
     }
 
     fn open_session(&self) -> Box<dyn ExecSession> {
