@@ -28,6 +28,8 @@ pub struct Paths {
     /// The workspace root.
     pub root: PathBuf,
     pub backend: PathBuf,
+    /// Arguments for every backend started (e.g. `--device opencl:NVIDIA`).
+    pub backend_args: Vec<String>,
     pub icd: PathBuf,
     /// The micro-benchmark programs (integration/bench/c).
     pub bench_programs: PathBuf,
@@ -46,7 +48,12 @@ pub struct Context {
 
 impl Context {
     pub fn new(settings: Settings, paths: Paths, runner: Runner) -> Result<Context> {
-        let backend = Backend::start(&paths.backend, &paths.scratch, "backend", &[])?;
+        let backend = Backend::start(
+            &paths.backend,
+            &paths.scratch,
+            "backend",
+            &paths.backend_args,
+        )?;
         Ok(Context {
             settings,
             paths,
@@ -62,7 +69,14 @@ impl Context {
 
     /// A further backend of this run's build with extra arguments.
     pub fn start_backend(&self, name: &str, extra: &[String]) -> Result<Backend> {
-        Backend::start(&self.paths.backend, &self.paths.scratch, name, extra)
+        let args: Vec<String> = self
+            .paths
+            .backend_args
+            .iter()
+            .chain(extra)
+            .cloned()
+            .collect();
+        Backend::start(&self.paths.backend, &self.paths.scratch, name, &args)
     }
 
     pub fn bench_program(&self, name: &str) -> PathBuf {

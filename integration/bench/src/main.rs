@@ -54,6 +54,12 @@ struct Args {
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     only: Vec<String>,
 
+    /// An argument for every vgpu-backend started (repeat it), e.g.
+    /// `--backend-arg=--device --backend-arg=opencl:NVIDIA`. Pick the same
+    /// device natively with CLTEST_PLATFORM / CLTEST_DEVICE.
+    #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
+    backend_arg: Vec<String>,
+
     /// Longest a single program run may take, in seconds.
     #[arg(long, value_name = "S", default_value_t = 600)]
     timeout: u64,
@@ -89,6 +95,7 @@ impl From<Args> for Options {
             markdown: args.markdown,
             plots: args.plots,
             only: args.only,
+            backend_args: args.backend_arg,
             timeout: Duration::from_secs(args.timeout),
             verbose: args.verbose,
         }

@@ -28,6 +28,8 @@ pub struct Options {
     pub plots: Option<PathBuf>,
     /// Only these benchmarks (names as in `--list`); empty: all.
     pub only: Vec<String>,
+    /// Extra arguments for every vgpu-backend started.
+    pub backend_args: Vec<String>,
     pub timeout: Duration,
     pub verbose: bool,
 }
@@ -52,6 +54,7 @@ pub fn run(options: &Options) -> Result<Outcome> {
     std::fs::create_dir_all(&scratch).map_err(io("create", &scratch))?;
     let paths = Paths {
         root: options.root.clone(),
+        backend_args: options.backend_args.clone(),
         backend: options.bin_dir.join("vgpu-backend"),
         icd: options.bin_dir.join("libvgpu_opencl.so"),
         bench_programs: programs.join("bench"),

@@ -74,9 +74,14 @@ impl Runner {
             Side::Native => command
                 .env_remove("OCL_ICD_VENDORS")
                 .env_remove("VGPU_SOCKET"),
+            // The vgpu ICD offers one platform with one device: a native
+            // device choice (CLTEST_PLATFORM=1 for a second driver) must
+            // not reach it.
             Side::Vgpu(socket) => command
                 .env("OCL_ICD_VENDORS", &self.icd_file)
-                .env("VGPU_SOCKET", socket),
+                .env("VGPU_SOCKET", socket)
+                .env_remove("CLTEST_PLATFORM")
+                .env_remove("CLTEST_DEVICE"),
         };
         let mut child = command.spawn().map_err(io("start", program))?;
         let deadline = Instant::now() + self.timeout;

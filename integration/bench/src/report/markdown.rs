@@ -63,6 +63,8 @@ scripts/bench.sh --vm            # also the workloads inside a guest (builds the
 scripts/bench.sh --quick         # tiny sizes, 2 repetitions: checks the harness (< 1 min)
 scripts/bench.sh --out DIR       # JSON, report and plots into DIR instead
 scripts/bench.sh -- --only bandwidth,workloads   # a subset (vgpu-bench --list)
+# another device: the backend's --device, and the same device natively
+CLTEST_PLATFORM=1 scripts/bench.sh -- --backend-arg=--device --backend-arg=opencl:NVIDIA
 ```
 
 `scripts/bench.sh` runs `scripts/setup.sh` (with `VGPU_SKIP_VM=1` unless `--vm`),
