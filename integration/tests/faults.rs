@@ -161,6 +161,8 @@ fn start_program(program: &Path, args: &[&str], dir: &Path, socket: &Path, ready
             return child;
         }
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("{} ended before printing {ready:?}", program.display());
 }
 
