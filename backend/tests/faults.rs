@@ -714,6 +714,84 @@ fn queue_on_device_is_refused_and_the_daemon_lives() {
     bystander.assert_intact();
 }
 
+/// Fuzzing finding (backend_dispatch): PoCL 3.1's pthread device counts
+/// work-groups in 32 bits. A launch of 2^32 work-groups (`global` 2^32,
+/// `local` 1) crashes a PoCL worker thread with SIGSEGV; 2^33 fails its
+/// assertion `get_wg_index_range: max_wgs > 0` (SIGABRT). Either ends the
+/// daemon and every VM it serves
+/// (`fuzz/regressions/backend_dispatch/nd-range-2-pow-3*-work-groups`).
+#[test]
+#[ignore = "fuzzing finding, open: 2^32 work-groups crash PoCL's pthread device"]
+fn launches_of_2_pow_32_work_groups_are_refused_and_the_daemon_lives() {
+    let mut backend = Backend::start();
+    let mut bystander = Bystander::new(&backend);
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    let setup = raw.batch(
+        1,
+        &[
+            CreateContext {
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            CreateQueue {
+                queue: 2,
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            CreateProgramWithSource {
+                program: 3,
+                context: 1,
+                source: b"__kernel void nop(void) {}".to_vec(),
+            }
+            .into(),
+            BuildProgram {
+                program: 3,
+                options: vec![],
+            }
+            .into(),
+            CreateKernel {
+                kernel: 4,
+                program: 3,
+                name: b"nop".to_vec(),
+            }
+            .into(),
+        ],
+    );
+    assert_all_succeed(&setup.records);
+    for (work_dim, global) in [
+        (1, [1u64 << 32, 1, 1]),
+        (2, [1 << 16, 1 << 16, 1]),
+        (1, [1 << 33, 1, 1]),
+    ] {
+        let reply = raw.batch(
+            1,
+            &[
+                EnqueueNdRange {
+                    queue: 2,
+                    kernel: 4,
+                    work_dim,
+                    offset: [0; 3],
+                    global,
+                    local: [1, 1, 1],
+                    wait: vec![],
+                    event: 0,
+                }
+                .into(),
+                Finish { queue: 2 }.into(),
+            ],
+        );
+        assert!(
+            !reply.records[0].status.is_success(),
+            "a launch of {global:?} work-groups was accepted"
+        );
+        assert!(backend.is_running(), "the daemon died");
+    }
+    bystander.assert_intact();
+}
+
 /// Fuzzing finding (backend_dispatch): a kernel cloned (clCloneKernel)
 /// after a `__local` argument was set on its source makes PoCL 3.1's
 /// clEnqueueNDRangeKernel copy the local size's worth of bytes from past

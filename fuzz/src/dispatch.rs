@@ -176,6 +176,10 @@ struct Model {
 /// - `clone-kernel-after-local-arg`: `CloneKernel` of a kernel whose
 ///   `__local` argument was set; PoCL 3.1's clEnqueueNDRangeKernel then
 ///   reads the local size's worth of bytes past a 16-byte heap block.
+/// - `nd-range-2-pow-3x-work-groups`: `EnqueueNdRange` with 2^32 or more
+///   work-groups; PoCL 3.1's pthread device counts them in 32 bits and
+///   crashes (SIGSEGV in a worker thread) or fails an assertion
+///   (`get_wg_index_range: max_wgs > 0`, SIGABRT).
 /// - `queue-on-device`: `CreateQueue` asking for `CL_QUEUE_ON_DEVICE`;
 ///   PoCL 3.1 prints "Device side queue is unimplemented" and calls
 ///   `exit()`, which ends the whole backend.
@@ -635,6 +639,14 @@ fn asks_on_device(properties: &[u64]) -> bool {
         .any(|p| p[0] == 0x1094 || (p[0] == 0x1093 && p.get(1).is_some_and(|v| v & 0xc != 0)))
 }
 
+/// Work-groups a launch asks for (a local size of 0 counted as 1).
+fn work_groups(m: &EnqueueNdRange) -> u128 {
+    let dims = (m.work_dim as usize).clamp(1, 3);
+    (0..dims)
+        .map(|d| u128::from(m.global[d]).div_ceil(u128::from(m.local[d].max(1))))
+        .fold(1u128, |a, b| a.saturating_mul(b))
+}
+
 /// Whether a call may block until a user event is set.
 fn may_block(request: &Request) -> bool {
     match request {
@@ -737,6 +749,11 @@ impl Run {
                     return;
                 }
                 Ok(Request::CreateQueue(m)) if avoid_known() && asks_on_device(&m.properties) => {
+                    return;
+                }
+                Ok(Request::EnqueueNdRange(m))
+                    if avoid_known() && work_groups(m) > u32::MAX.into() =>
+                {
                     return;
                 }
                 Ok(Request::CreateUserEvent(m)) => {
