@@ -55,6 +55,11 @@ do not edit by hand. Every figure is measured in the same run twice: **native**
 `libvgpu_opencl.so` and `VGPU_SOCKET` pointing at a `vgpu-backend` the harness
 started: the loopback transport, the same protocol and backend code as in a VM).
 
+Figures from other machines are kept beside this file: the NVIDIA H100
+machine's OpenCL run (`docs/gpu-runs/opencl-h100/BENCHMARKS.md`), its CUDA
+figures (`integration/cuda-tests/BENCHMARKS-cuda.md`), and re-home, live
+migration and checkpoint figures (`docs/gpu-runs/README.md`).
+
 ## How to reproduce
 
 ```sh
