@@ -792,6 +792,45 @@ fn launches_of_2_pow_32_work_groups_are_refused_and_the_daemon_lives() {
     bystander.assert_intact();
 }
 
+/// Fuzzing finding (stable sweep of backend_dispatch): an empty program
+/// source reaches `clCreateProgramWithSource` as a length of 0 with a
+/// dangling pointer; a length of 0 means "NUL-terminated" to OpenCL, and
+/// PoCL's `strlen` reads address 0x1 (SIGSEGV), ending the daemon. Any
+/// guest program can send it: `clCreateProgramWithSource(ctx, 1, &"", 0)`
+/// (`fuzz/regressions/backend_dispatch/empty-program-source`).
+#[test]
+#[ignore = "fuzzing finding, open: an empty program source crashes the daemon"]
+fn an_empty_program_source_is_an_error_and_the_daemon_lives() {
+    let mut backend = Backend::start();
+    let mut bystander = Bystander::new(&backend);
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    let reply = raw.batch(
+        1,
+        &[
+            CreateContext {
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            CreateProgramWithSource {
+                program: 2,
+                context: 1,
+                source: vec![],
+            }
+            .into(),
+            BuildProgram {
+                program: 2,
+                options: vec![],
+            }
+            .into(),
+        ],
+    );
+    assert!(reply.records[0].status.is_success());
+    assert!(backend.is_running(), "the daemon died");
+    bystander.assert_intact();
+}
+
 /// Finding (review while fuzzing): the OpenCL C compiler runs in the
 /// daemon and sees the host's files, so a guest's `#include "/any/path"`
 /// reads any file the daemon can read, and the build log it may query

@@ -18,6 +18,7 @@
 //! payload carries the host's platform or device pointer.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use arbitrary::{Result, Unstructured};
@@ -180,12 +181,30 @@ struct Model {
 ///   work-groups; PoCL 3.1's pthread device counts them in 32 bits and
 ///   crashes (SIGSEGV in a worker thread) or fails an assertion
 ///   (`get_wg_index_range: max_wgs > 0`, SIGABRT).
+/// - `empty-program-source`: `CreateProgramWithSource` with no bytes; the
+///   backend passes a length of 0, which OpenCL reads as "NUL-terminated",
+///   and PoCL runs `strlen` on a dangling pointer (SIGSEGV).
 /// - `queue-on-device`: `CreateQueue` asking for `CL_QUEUE_ON_DEVICE`;
 ///   PoCL 3.1 prints "Device side queue is unimplemented" and calls
 ///   `exit()`, which ends the whole backend.
 fn avoid_known() -> bool {
-    static AVOID: OnceLock<bool> = OnceLock::new();
-    *AVOID.get_or_init(|| std::env::var_os("VGPU_FUZZ_AVOID_KNOWN").is_some_and(|v| v == "1"))
+    match AVOID_KNOWN.load(Ordering::Relaxed) {
+        0 => {
+            let on = std::env::var_os("VGPU_FUZZ_AVOID_KNOWN").is_some_and(|v| v == "1");
+            AVOID_KNOWN.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+            on
+        }
+        state => state == 2,
+    }
+}
+
+/// 0: not decided yet (the environment decides), 1: off, 2: on.
+static AVOID_KNOWN: AtomicU8 = AtomicU8::new(0);
+
+/// Overrides `VGPU_FUZZ_AVOID_KNOWN` (the stable sweeps avoid known
+/// findings: their reproducers are tests of their own).
+pub fn set_avoid_known(on: bool) {
+    AVOID_KNOWN.store(if on { 2 } else { 1 }, Ordering::Relaxed);
 }
 
 /// Mostly 1..=3, so objects meet; 4..=6 less often; now and then none
@@ -746,6 +765,9 @@ impl Run {
                 Ok(Request::CloneKernel(m))
                     if avoid_known() && local_arg_kernels.contains(&m.source) =>
                 {
+                    return;
+                }
+                Ok(Request::CreateProgramWithSource(m)) if avoid_known() && m.source.is_empty() => {
                     return;
                 }
                 Ok(Request::CreateQueue(m)) if avoid_known() && asks_on_device(&m.properties) => {
