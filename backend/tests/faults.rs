@@ -668,7 +668,6 @@ fn disk_full_during_a_checkpoint_leaves_no_file_and_the_vgpu_runs() {
 /// unimplemented") when `CL_QUEUE_ON_DEVICE` is asked for, so one
 /// `CreateQueue` from any guest ended the daemon and every VM it served.
 #[test]
-#[ignore = "fuzzing finding, open: CreateQueue with CL_QUEUE_ON_DEVICE ends the daemon (PoCL exit())"]
 fn queue_on_device_is_refused_and_the_daemon_lives() {
     let mut backend = Backend::start();
     let mut bystander = Bystander::new(&backend);
@@ -721,7 +720,6 @@ fn queue_on_device_is_refused_and_the_daemon_lives() {
 /// daemon and every VM it serves
 /// (`fuzz/regressions/backend_dispatch/nd-range-2-pow-3*-work-groups`).
 #[test]
-#[ignore = "fuzzing finding, open: 2^32 work-groups crash PoCL's pthread device"]
 fn launches_of_2_pow_32_work_groups_are_refused_and_the_daemon_lives() {
     let mut backend = Backend::start();
     let mut bystander = Bystander::new(&backend);
@@ -799,7 +797,6 @@ fn launches_of_2_pow_32_work_groups_are_refused_and_the_daemon_lives() {
 /// guest program can send it: `clCreateProgramWithSource(ctx, 1, &"", 0)`
 /// (`fuzz/regressions/backend_dispatch/empty-program-source`).
 #[test]
-#[ignore = "fuzzing finding, open: an empty program source crashes the daemon"]
 fn an_empty_program_source_is_an_error_and_the_daemon_lives() {
     let mut backend = Backend::start();
     let mut bystander = Bystander::new(&backend);
@@ -837,7 +834,6 @@ fn an_empty_program_source_is_an_error_and_the_daemon_lives() {
 /// quotes the file's tokens ("use of undeclared identifier 'root'" for
 /// `/etc/passwd`). A guest must not read host files.
 #[test]
-#[ignore = "finding, open: #include in guest OpenCL C reads host files into the build log"]
 fn guest_kernel_sources_cannot_read_host_files() {
     let backend = Backend::start();
     let secret = backend.dir().join("host-secret.txt");

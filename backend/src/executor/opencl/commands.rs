@@ -515,6 +515,8 @@ impl OpenClSession {
         let offset = sizes3(&m.offset)?;
         let global = sizes3(&m.global)?;
         let local = sizes3(&m.local)?;
+        let given_local = !local[..dims].iter().all(|&l| l == 0);
+        super::guard::check_launch(dims, &global, given_local.then_some(&local))?;
         let local_ptr = if local[..dims].iter().all(|&l| l == 0) {
             std::ptr::null()
         } else {

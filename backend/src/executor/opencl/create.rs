@@ -78,6 +78,15 @@ impl OpenClSession {
         Ok(())
     }
 
+    pub(super) fn new_queue_checked(
+        &self,
+        context: Arc<ContextEntry>,
+        properties: &[u64],
+    ) -> Result<QueueEntry, Status> {
+        super::guard::check_queue_properties(properties)?;
+        self.new_queue(context, properties)
+    }
+
     pub(super) fn new_queue(
         &self,
         context: Arc<ContextEntry>,
@@ -103,7 +112,7 @@ impl OpenClSession {
 
     pub(super) fn create_queue(&mut self, m: &CreateQueue) -> Result<(), Status> {
         let context = self.contexts.get(m.context)?.clone();
-        let entry = self.new_queue(context, &m.properties)?;
+        let entry = self.new_queue_checked(context, &m.properties)?;
         self.queues.insert(m.queue, entry)?;
         Ok(())
     }
@@ -240,6 +249,7 @@ impl OpenClSession {
     ) -> Result<ProgramEntry, Status> {
         let raw = match &origin {
             ProgramOrigin::Source(source) => {
+                super::guard::check_source(source)?;
                 let source = std::str::from_utf8(source).map_err(|_| Status::INVALID_VALUE)?;
                 cl3::program::create_program_with_source(context.ctx.0, &[source])
             }
@@ -258,6 +268,7 @@ impl OpenClSession {
                 }
             }
             ProgramOrigin::Linked { inputs, options } => {
+                super::guard::check_options(options, Status::INVALID_LINKER_OPTIONS)?;
                 let options = cstring(options, Status::INVALID_LINKER_OPTIONS)?;
                 let raw_inputs: Vec<_> = inputs.iter().map(|p| p.program.0).collect();
                 if raw_inputs.is_empty() {
@@ -334,6 +345,7 @@ impl OpenClSession {
                 options,
                 compile_only: false,
             } => {
+                super::guard::check_options(options, Status::INVALID_BUILD_OPTIONS)?;
                 let options = cstring(&with_arg_info(options), Status::INVALID_BUILD_OPTIONS)?;
                 cl3::program::build_program(
                     program.program.0,
@@ -348,6 +360,7 @@ impl OpenClSession {
                 options,
                 compile_only: true,
             } => {
+                super::guard::check_options(options, Status::INVALID_COMPILER_OPTIONS)?;
                 let options = cstring(&with_arg_info(options), Status::INVALID_COMPILER_OPTIONS)?;
                 cl3::program::compile_program(
                     program.program.0,

@@ -4,6 +4,7 @@
 mod args;
 mod commands;
 mod create;
+mod guard;
 mod info;
 mod objects;
 mod profile;
