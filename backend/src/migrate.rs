@@ -38,7 +38,13 @@ pub fn start_transfer(
     // A bigger pipe means fewer switches between the backend and QEMU for
     // hundreds of MiB of buffer contents (the default holds 64 KiB).
     // SAFETY: fcntl on a descriptor this function owns; failure is harmless.
-    unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&file), libc::F_SETPIPE_SZ, PIPE_SIZE) };
+    unsafe {
+        libc::fcntl(
+            std::os::fd::AsRawFd::as_raw_fd(&file),
+            libc::F_SETPIPE_SZ,
+            PIPE_SIZE,
+        )
+    };
     let thread = std::thread::Builder::new().name("vgpu-device-state".into());
     let handle = match direction {
         VhostTransferStateDirection::SAVE => thread.spawn(move || {
