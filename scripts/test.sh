@@ -13,4 +13,6 @@ if ! cargo test --workspace 2>&1 | tee target/test.log; then
   echo "test: FAILED (full log: target/test.log)" >&2
   exit 1
 fi
+echo "test: fuzz smoke run (libFuzzer with nightly, else the stable sweeps)"
+scripts/fuzz.sh --smoke
 echo "test: all passed"
