@@ -828,6 +828,172 @@ fn an_empty_program_source_is_an_error_and_the_daemon_lives() {
     bystander.assert_intact();
 }
 
+/// Session 1 with context 1 and the `BUMP` program 2 built; its binary,
+/// when it is a PoCL binary.
+fn pocl_binary(raw: &mut RawFrontend) -> Option<Vec<u8>> {
+    raw.open_session(1);
+    let requests: Vec<Request> = vec![
+        CreateContext {
+            context: 1,
+            properties: vec![],
+        }
+        .into(),
+        CreateProgramWithSource {
+            program: 2,
+            context: 1,
+            source: BUMP.as_bytes().to_vec(),
+        }
+        .into(),
+        BuildProgram {
+            program: 2,
+            options: vec![],
+        }
+        .into(),
+        GetInfo {
+            target: vgpu_protocol::InfoTarget::Program as u32,
+            handle: 2,
+            index: 0,
+            param: 0x1166, // CL_PROGRAM_BINARIES
+        }
+        .into(),
+    ];
+    let mut builder = BatchBuilder::new(0);
+    for (seq, request) in requests.iter().enumerate() {
+        builder.push(seq as u64 + 1, request);
+    }
+    let room = 4 << 20;
+    let (_, reply) = raw.send_bytes(&builder.finish(1, room), room);
+    let reply = decode_reply(&reply).expect("reply");
+    assert_all_succeed(&reply.records);
+    let binary = reply.records[3].payload.clone();
+    binary.starts_with(b"poclbin").then_some(binary)
+}
+
+/// Finding (review while fuzzing): PoCL checks a program binary's inner
+/// sizes with assertions, so a binary whose file tree does not add up
+/// (here: one file name made longer) aborts the daemon at build time
+/// ("pocl_binary.c:500: recursively_deserialize_path: Assertion
+/// `done == bytes' failed").
+#[test]
+#[ignore = "finding, open: a malformed PoCL program binary aborts the daemon"]
+fn a_malformed_program_binary_is_an_error_and_the_daemon_lives() {
+    let mut backend = Backend::start();
+    let mut bystander = Bystander::new(&backend);
+    let mut raw = backend.raw();
+    let Some(mut binary) = pocl_binary(&mut raw) else {
+        eprintln!("skipped: not a PoCL binary");
+        return;
+    };
+    let slash = binary[..128]
+        .iter()
+        .position(|b| *b == b'/')
+        .expect("the program hash");
+    binary[slash + 1] = if binary[slash + 1] == b'Z' {
+        b'X'
+    } else {
+        b'Z'
+    };
+    let name_at = binary
+        .windows(11)
+        .position(|w| w == b"/program.bc")
+        .expect("a program.bc entry");
+    binary.splice(name_at - 4..name_at + 11, {
+        let mut entry = 12u32.to_le_bytes().to_vec();
+        entry.extend_from_slice(b"/program.bcc");
+        entry
+    });
+    let reply = raw.batch(
+        1,
+        &[
+            CreateProgramWithBinary {
+                program: 3,
+                context: 1,
+                binary,
+            }
+            .into(),
+            BuildProgram {
+                program: 3,
+                options: vec![],
+            }
+            .into(),
+        ],
+    );
+    println!("create and build: {:?}", reply.records);
+    assert!(backend.is_running(), "the daemon died");
+    bystander.assert_intact();
+}
+
+/// Finding (review while fuzzing): a PoCL program binary is a file tree
+/// (`poclbin` header, then `u32` name length, name, `u32` length, bytes,
+/// per file) that PoCL writes under its kernel cache when the program is
+/// built, names and all. A guest that edits a binary it got from
+/// `CL_PROGRAM_BINARIES` chooses both: `/../../..{path}` writes any file
+/// the daemon can write (root by default), and a kernel's `.so` in the
+/// tree is `dlopen`ed when the kernel runs.
+#[test]
+#[ignore = "finding, open: guest PoCL program binaries write host files (path traversal)"]
+fn guest_program_binaries_cannot_write_host_files() {
+    // PoCL's kernel cache at CACHE/a/b: program directories are
+    // CACHE/a/b/XX/YYYY..., so "/../../../x" lands in CACHE/a, outside.
+    let dir = std::env::temp_dir().join(format!("vgpu-binary-traversal-{}", std::process::id()));
+    let cache = dir.join("a").join("b");
+    std::fs::create_dir_all(&cache).expect("cache dir");
+    let target = dir.join("a").join("x");
+    let cache_env = cache.to_str().expect("utf-8").to_string();
+    let backend = Backend::start_with(&[], &[("POCL_CACHE_DIR", &cache_env)]);
+    let mut raw = backend.raw();
+    let Some(mut binary) = pocl_binary(&mut raw) else {
+        eprintln!("skipped: not a PoCL binary");
+        return;
+    };
+    // A new program hash (so a new cache directory), then the name and the
+    // bytes of its first file replaced, every length kept.
+    let slash = binary[..128]
+        .iter()
+        .position(|b| *b == b'/')
+        .expect("the program hash");
+    binary[slash + 1] = if binary[slash + 1] == b'Z' {
+        b'Y'
+    } else {
+        b'Z'
+    };
+    let name_at = binary
+        .windows(11)
+        .position(|w| w == b"/program.bc")
+        .expect("a program.bc entry");
+    binary[name_at..name_at + 11].copy_from_slice(b"/../../../x");
+    let content_len = u32::from_le_bytes(
+        binary[name_at + 11..name_at + 15]
+            .try_into()
+            .expect("4 bytes"),
+    ) as usize;
+    binary[name_at + 15..name_at + 15 + content_len].fill(b'#');
+    let reply = raw.batch(
+        1,
+        &[
+            CreateProgramWithBinary {
+                program: 3,
+                context: 1,
+                binary,
+            }
+            .into(),
+            BuildProgram {
+                program: 3,
+                options: vec![],
+            }
+            .into(),
+        ],
+    );
+    println!("create and build: {:?}", reply.records);
+    let written = target.exists();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        !written,
+        "a guest wrote {} outside the kernel cache",
+        target.display()
+    );
+}
+
 /// Finding (review while fuzzing): the OpenCL C compiler runs in the
 /// daemon and sees the host's files, so a guest's `#include "/any/path"`
 /// reads any file the daemon can read, and the build log it may query
