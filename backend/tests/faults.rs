@@ -1001,50 +1001,78 @@ fn guest_program_binaries_cannot_write_host_files() {
 /// `/etc/passwd`). A guest must not read host files.
 #[test]
 fn guest_kernel_sources_cannot_read_host_files() {
+    let leaks = host_file_leaks(&["#include \"PATH\"\n"]);
+    assert!(leaks.is_empty(), "a host file reached the guest: {leaks:?}");
+}
+
+/// Finding (review of the fix above): a directive is recognised in more
+/// places than at the start of a `\n`-separated line after spaces and
+/// tabs: after a block comment that spans lines, after a bare `\r`, after
+/// a form feed or vertical tab, after a byte-order mark. Each spelling
+/// below still reads the host file.
+#[test]
+#[ignore = "finding, open: #include spellings the source check does not see"]
+fn guest_kernel_sources_cannot_read_host_files_in_any_spelling() {
+    let leaks = host_file_leaks(&[
+        "/* a comment\n */ #include \"PATH\"\n",
+        "1;\r#include \"PATH\"\r",
+        "\x0c#include \"PATH\"\n",
+        "\x0b#include \"PATH\"\n",
+    ]);
+    assert!(leaks.is_empty(), "a host file reached the guest: {leaks:?}");
+}
+
+/// Builds, for each spelling (`PATH` standing for a host file holding a
+/// secret token), a kernel that includes it mid-expression; returns the
+/// spellings whose token reached the guest.
+fn host_file_leaks(spellings: &[&str]) -> Vec<String> {
     let backend = Backend::start();
     let secret = backend.dir().join("host-secret.txt");
     std::fs::write(&secret, "vgpu_host_secret_token_7f3a\n").expect("write the host file");
     let mut raw = backend.raw();
     raw.open_session(1);
-    let source = format!(
-        "__kernel void k(__global int *o) {{ o[0] =\n#include \"{}\"\n; }}\n",
-        secret.display()
-    );
-    let reply = raw.batch(
-        1,
-        &[
-            CreateContext {
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateProgramWithSource {
-                program: 2,
-                context: 1,
-                source: source.into_bytes(),
-            }
-            .into(),
-            BuildProgram {
-                program: 2,
-                options: vec![],
-            }
-            .into(),
-            GetInfo {
-                target: vgpu_protocol::InfoTarget::ProgramBuild as u32,
-                handle: 2,
-                index: 0,
-                param: 0x1183, // CL_PROGRAM_BUILD_LOG
-            }
-            .into(),
-        ],
-    );
-    for record in &reply.records {
-        let text = String::from_utf8_lossy(&record.payload);
-        assert!(
-            !text.contains("vgpu_host_secret_token_7f3a"),
-            "a host file's contents reached the guest:\n{text}"
+    let mut leaks = Vec::new();
+    for (i, spelling) in spellings.iter().enumerate() {
+        let include = spelling.replace("PATH", &secret.display().to_string());
+        let source = format!("__kernel void k(__global int *o) {{ o[0] =\n{include}; }}\n");
+        let program = 2 * i as u64 + 2;
+        let reply = raw.batch(
+            1,
+            &[
+                CreateContext {
+                    context: program + 1,
+                    properties: vec![],
+                }
+                .into(),
+                CreateProgramWithSource {
+                    program,
+                    context: program + 1,
+                    source: source.into_bytes(),
+                }
+                .into(),
+                BuildProgram {
+                    program,
+                    options: vec![],
+                }
+                .into(),
+                GetInfo {
+                    target: vgpu_protocol::InfoTarget::ProgramBuild as u32,
+                    handle: program,
+                    index: 0,
+                    param: 0x1183, // CL_PROGRAM_BUILD_LOG
+                }
+                .into(),
+            ],
         );
+        let leaked = reply
+            .records
+            .iter()
+            .any(|r| String::from_utf8_lossy(&r.payload).contains("vgpu_host_secret_token_7f3a"));
+        if leaked {
+            leaks.push(format!("{spelling:?}"));
+        }
     }
+    leaks
 }
 
 /// Fuzzing finding (backend_dispatch): a kernel cloned (clCloneKernel)
