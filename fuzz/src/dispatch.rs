@@ -184,6 +184,10 @@ struct Model {
 /// - `empty-program-source`: `CreateProgramWithSource` with no bytes; the
 ///   backend passes a length of 0, which OpenCL reads as "NUL-terminated",
 ///   and PoCL runs `strlen` on a dangling pointer (SIGSEGV).
+/// - `edited-pocl-binary`: `CreateProgramWithBinary` of a PoCL binary
+///   other than one the backend handed out; PoCL unpacks its file tree
+///   with guest-chosen names (files written outside its cache) and checks
+///   its sizes with assertions (SIGABRT).
 /// - `queue-on-device`: `CreateQueue` asking for `CL_QUEUE_ON_DEVICE`;
 ///   PoCL 3.1 prints "Device side queue is unimplemented" and calls
 ///   `exit()`, which ends the whole backend.
@@ -764,6 +768,13 @@ impl Run {
                 }
                 Ok(Request::CloneKernel(m))
                     if avoid_known() && local_arg_kernels.contains(&m.source) =>
+                {
+                    return;
+                }
+                Ok(Request::CreateProgramWithBinary(m))
+                    if avoid_known()
+                        && m.binary.starts_with(b"poclbin")
+                        && self.model.binary.as_ref() != Some(&m.binary) =>
                 {
                     return;
                 }
