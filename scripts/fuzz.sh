@@ -54,7 +54,7 @@ unavailable() {
     echo "fuzz: $1: libFuzzer runs skipped; stable corpus replay and mutation sweeps instead"
     mkdir -p fuzz/target
     if (cd fuzz && cargo test --release -- --nocapture) >fuzz/target/fuzz-stable.log 2>&1; then
-      grep -h 'mutated inputs' fuzz/target/fuzz-stable.log | sed 's/^/fuzz: /' || true
+      grep -h -E 'mutated inputs|objects refused' fuzz/target/fuzz-stable.log | sed 's/^/fuzz: /' || true
       echo "fuzz: stable sweeps passed (log: fuzz/target/fuzz-stable.log)"
       exit 0
     fi
@@ -116,6 +116,8 @@ for t in "${expanded[@]}"; do
     -max_total_time="$time_s" -timeout=30 -rss_limit_mb=4096 \
     -print_final_stats=1 -close_fd_mask=1) >"$log" 2>&1 || status=$?
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+  # A crash ends the run before the final stats: take the last status line.
+  [ -n "$runs" ] || runs=$(sed -n 's/^#\([0-9]*\)[[:space:]].*/\1/p' "$log" | tail -n 1)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
   units=$(find "$work" -type f | wc -l)
   if [ "$status" = 0 ]; then

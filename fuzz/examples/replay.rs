@@ -14,4 +14,10 @@ fn main() {
             other => panic!("unknown target {other}"),
         }
     }
+    if target == "backend_dispatch" {
+        eprintln!(
+            "{} calls naming unknown objects refused",
+            vgpu_fuzz::dispatch::unknown_handles_refused()
+        );
+    }
 }

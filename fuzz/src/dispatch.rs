@@ -18,7 +18,7 @@
 //! payload carries the host's platform or device pointer.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use arbitrary::{Result, Unstructured};
@@ -27,7 +27,7 @@ use vgpu_backend::executor::Executor;
 use vgpu_backend::harness::InProcess;
 use vgpu_protocol::frame::{BatchBuilder, BATCH_FLAG_STRICT};
 use vgpu_protocol::messages::*;
-use vgpu_protocol::{decode_reply, opcode, DataRef, ObjectKind, Request};
+use vgpu_protocol::{decode_reply, opcode, DataRef, ObjectKind, Request, Status};
 
 /// Kernel sources: the only programs ever built. `bump` and `local_copy`
 /// touch element 0 of their buffer only (so any buffer of at least one
@@ -739,6 +739,27 @@ pub fn encode(flags: u16, requests: &[Request], reply_capacity: u32) -> Vec<u8> 
     builder.finish(1, reply_capacity)
 }
 
+/// The statuses of a call that named an object the session does not have.
+const UNKNOWN_OBJECT: &[Status] = &[
+    Status::INVALID_CONTEXT,
+    Status::INVALID_COMMAND_QUEUE,
+    Status::INVALID_MEM_OBJECT,
+    Status::INVALID_SAMPLER,
+    Status::INVALID_PROGRAM,
+    Status::INVALID_KERNEL,
+    Status::INVALID_EVENT_WAIT_LIST,
+    Status::INVALID_EVENT,
+];
+
+/// Calls refused for naming an unknown object (never created, released,
+/// of another kind, or a wild value), over every run of this process.
+static UNKNOWN_HANDLES: AtomicU64 = AtomicU64::new(0);
+
+/// See [`UNKNOWN_HANDLES`].
+pub fn unknown_handles_refused() -> u64 {
+    UNKNOWN_HANDLES.load(Ordering::Relaxed)
+}
+
 /// One session in the harness, with the checks every reply goes through.
 struct Run {
     harness: InProcess,
@@ -850,6 +871,12 @@ impl Run {
                 );
             }
         }
+        let unknown = reply
+            .records
+            .iter()
+            .filter(|r| UNKNOWN_OBJECT.contains(&r.status))
+            .count();
+        UNKNOWN_HANDLES.fetch_add(unknown as u64, Ordering::Relaxed);
         for record in &reply.records {
             for id in &self.host_ids {
                 assert!(

@@ -117,4 +117,8 @@ fn backend_dispatch_survives_mutated_seeds() {
         300 * scale(),
         vgpu_fuzz::backend_dispatch,
     );
+    eprintln!(
+        "backend_dispatch: {} calls naming unknown objects refused",
+        vgpu_fuzz::dispatch::unknown_handles_refused()
+    );
 }
