@@ -309,11 +309,14 @@ impl OpenClSession {
                 m.context,
                 ProgramOrigin::Source(m.source.clone()),
             ),
-            Request::CreateProgramWithBinary(m) => (
-                m.program,
-                m.context,
-                ProgramOrigin::Binary(m.binary.clone()),
-            ),
+            Request::CreateProgramWithBinary(m) => {
+                super::guard::check_binary(&m.binary)?;
+                (
+                    m.program,
+                    m.context,
+                    ProgramOrigin::Binary(m.binary.clone()),
+                )
+            }
             Request::CreateProgramWithIl(m) => {
                 (m.program, m.context, ProgramOrigin::Il(m.il.clone()))
             }

@@ -38,58 +38,74 @@ const FILE_OPTIONS: &[&str] = &[
     "-spir-std",
 ];
 
-/// Skips spaces, tabs and block comments.
-fn skip_blank(line: &[u8], mut at: usize) -> usize {
-    loop {
-        while at < line.len() && (line[at] == b' ' || line[at] == b'\t') {
-            at += 1;
-        }
-        if line[at..].starts_with(b"/*") {
-            match line[at + 2..].windows(2).position(|w| w == b"*/") {
-                Some(end) => at += 2 + end + 2,
-                None => return line.len(),
+/// The source with line splices removed and comments replaced by spaces,
+/// as the preprocessor sees it.
+fn without_comments(source: &[u8]) -> Vec<u8> {
+    let mut joined = Vec::with_capacity(source.len());
+    let mut i = 0;
+    while i < source.len() {
+        match (source[i], source.get(i + 1), source.get(i + 2)) {
+            (b'\\', Some(b'\n'), _) => i += 2,
+            (b'\\', Some(b'\r'), Some(b'\n')) => i += 3,
+            (b'\\', Some(b'\r'), _) => i += 2,
+            (byte, _, _) => {
+                joined.push(byte);
+                i += 1;
             }
-        } else {
-            return at;
         }
     }
+    let mut out = Vec::with_capacity(joined.len());
+    let mut i = 0;
+    while i < joined.len() {
+        if joined[i..].starts_with(b"/*") {
+            i = match joined[i + 2..].windows(2).position(|w| w == b"*/") {
+                Some(end) => i + 2 + end + 2,
+                None => joined.len(),
+            };
+            out.push(b' ');
+        } else if joined[i..].starts_with(b"//") {
+            while i < joined.len() && joined[i] != b'\n' && joined[i] != b'\r' {
+                i += 1;
+            }
+            out.push(b' ');
+        } else {
+            out.push(joined[i]);
+            i += 1;
+        }
+    }
+    out
 }
 
 /// Refuses program sources with directives that read host files: the
 /// guest's headers are never on the host, so such a program could only
-/// read the host's files into its build log.
+/// read the host's files into its build log. Deliberately broad: a
+/// directive introducer (`#`, `%:`, `??=`) anywhere, followed by any white
+/// space or comments and a file-reading directive name, is refused, so no
+/// line-ending or white-space spelling slips through.
 pub fn check_source(source: &[u8]) -> Result<(), Status> {
     if source.is_empty() || source.iter().all(|b| b.is_ascii_whitespace()) {
         return Err(Status::INVALID_VALUE);
     }
-    // Line splices join lines before directives are recognised.
-    let mut joined = Vec::with_capacity(source.len());
+    let text = without_comments(source);
     let mut i = 0;
-    while i < source.len() {
-        if source[i] == b'\\' && source.get(i + 1) == Some(&b'\n') {
-            i += 2;
-        } else if source[i] == b'\\'
-            && source.get(i + 1) == Some(&b'\r')
-            && source.get(i + 2) == Some(&b'\n')
-        {
-            i += 3;
+    while i < text.len() {
+        let introducer = if text[i] == b'#' {
+            1
+        } else if text[i..].starts_with(b"%:") {
+            2
+        } else if text[i..].starts_with(b"??=") {
+            3
         } else {
-            joined.push(source[i]);
             i += 1;
-        }
-    }
-    for line in joined.split(|b| *b == b'\n') {
-        let at = skip_blank(line, 0);
-        let rest = &line[at..];
-        let after = if rest.starts_with(b"#") {
-            at + 1
-        } else if rest.starts_with(b"%:") || rest.starts_with(b"??=") {
-            at + if rest[0] == b'%' { 2 } else { 3 }
-        } else {
             continue;
         };
-        let word_at = skip_blank(line, after);
-        let word: Vec<u8> = line[word_at..]
+        let mut at = i + introducer;
+        while at < text.len()
+            && (text[at].is_ascii_whitespace() || text[at] == 0x0b || text[at] == 0x0c)
+        {
+            at += 1;
+        }
+        let word: Vec<u8> = text[at..]
             .iter()
             .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
             .copied()
@@ -100,8 +116,66 @@ pub fn check_source(source: &[u8]) -> Result<(), Status> {
         {
             return Err(Status::INVALID_VALUE);
         }
+        i += introducer;
     }
     Ok(())
+}
+
+/// Program binaries this daemon handed out (`CL_PROGRAM_BINARIES`), as
+/// keyed hashes: a driver parses a binary with the trust it gives its own
+/// compiler's output (PoCL aborts on a malformed one and writes files named
+/// inside it), so a guest may only give back binaries the backend produced.
+static ISSUED_BINARIES: std::sync::OnceLock<IssuedBinaries> = std::sync::OnceLock::new();
+
+struct IssuedBinaries {
+    keys: (
+        std::collections::hash_map::RandomState,
+        std::collections::hash_map::RandomState,
+    ),
+    seen: std::sync::Mutex<std::collections::HashSet<(u64, u64, usize)>>,
+}
+
+fn issued() -> &'static IssuedBinaries {
+    ISSUED_BINARIES.get_or_init(|| IssuedBinaries {
+        keys: Default::default(),
+        seen: Default::default(),
+    })
+}
+
+/// A 128-bit hash keyed with this process's random keys.
+fn binary_key(binary: &[u8]) -> (u64, u64, usize) {
+    use std::hash::BuildHasher;
+    let keys = &issued().keys;
+    (
+        keys.0.hash_one(binary),
+        keys.1.hash_one(binary),
+        binary.len(),
+    )
+}
+
+/// Notes a binary handed to a guest.
+pub fn issue_binary(binary: &[u8]) {
+    let key = binary_key(binary);
+    issued()
+        .seen
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key);
+}
+
+/// Refuses binaries this daemon did not hand out.
+pub fn check_binary(binary: &[u8]) -> Result<(), Status> {
+    let key = binary_key(binary);
+    if issued()
+        .seen
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(&key)
+    {
+        Ok(())
+    } else {
+        Err(Status::INVALID_BINARY)
+    }
 }
 
 /// Refuses build options that read files or load code on the host.
@@ -171,6 +245,11 @@ mod tests {
             b"#inc\\\nlude \"x\"",
             b"kernel void k(){}\n#embed \"/etc/hostname\"",
             b"#import \"x\"",
+            b"/* a comment\n */ #include \"x\"\n",
+            b"1;\r#include \"x\"\r",
+            b"\x0c#include \"x\"\n",
+            b"\x0b#include \"x\"\n",
+            b"\xef\xbb\xbf#include \"x\"",
             b"",
             b"  \n ",
         ] {
@@ -206,6 +285,16 @@ mod tests {
             Status::INVALID_BUILD_OPTIONS
         )
         .is_ok());
+    }
+
+    #[test]
+    fn only_binaries_handed_out_come_back() {
+        issue_binary(b"compiled by us");
+        assert!(check_binary(b"compiled by us").is_ok());
+        assert_eq!(
+            check_binary(b"made by a guest"),
+            Err(Status::INVALID_BINARY)
+        );
     }
 
     #[test]

@@ -139,7 +139,9 @@ impl OpenClSession {
         let program = self.programs.get(handle)?;
         match cl3::program::get_program_info(program.program.0, PROGRAM_BINARIES).map_err(Status)? {
             cl3::info_type::InfoType::VecVecUchar(mut binaries) if !binaries.is_empty() => {
-                Ok(binaries.swap_remove(0))
+                let binary = binaries.swap_remove(0);
+                super::guard::issue_binary(&binary);
+                Ok(binary)
             }
             _ => Err(Status::INVALID_PROGRAM_EXECUTABLE),
         }
