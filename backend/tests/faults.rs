@@ -506,6 +506,8 @@ fn close_session_ends_a_wait_on_an_unset_user_event() {
     let status = backend.status();
     assert_eq!(status_number(&status, "sessions"), 2, "{status}");
     // Session 2 of the same VM is not held up by session 1's wait.
+    let reply = raw.batch(2, &[Ping {}.into()]);
+    assert_all_succeed(&reply.records);
     let close = batch_bytes(1, &[CloseSession {}.into()]);
     let close_reply = send_async(&mut raw, 2, &close);
     let started = Instant::now();
