@@ -778,6 +778,7 @@ impl Run {
             .unwrap_or_default();
         let mut created_here = BTreeSet::new();
         let mut set_here = BTreeSet::new();
+        let mut set_before_block = BTreeSet::new();
         let mut blocks = false;
         let mut local_arg_kernels = self.model.local_arg_kernels.clone();
         for message in &messages {
@@ -813,8 +814,14 @@ impl Run {
                 Ok(Request::CreateUserEvent(m)) => {
                     created_here.insert(m.event);
                 }
-                Ok(Request::SetUserEventStatus(m)) => {
+                // Only CL_COMPLETE or an error sets a user event; a set
+                // that comes after the first blocking call is too late
+                // for it.
+                Ok(Request::SetUserEventStatus(m)) if m.status <= 0 => {
                     created_here.remove(&m.event);
+                    if !blocks {
+                        set_before_block.insert(m.event);
+                    }
                     set_here.insert(m.event);
                 }
                 Ok(request) if may_block(request) => {
@@ -827,17 +834,20 @@ impl Run {
             }
         }
         self.model.local_arg_kernels = local_arg_kernels;
+        if blocks {
+            let sets: Vec<Request> = std::mem::take(&mut self.model.pending_user_events)
+                .into_iter()
+                .filter(|e| !set_before_block.contains(e))
+                .map(|event| SetUserEventStatus { event, status: 0 }.into())
+                .collect();
+            if !sets.is_empty() {
+                let bytes = encode(0, &sets, 1 << 20);
+                self.run(&bytes, &sets);
+            }
+        }
         self.model
             .pending_user_events
             .retain(|e| !set_here.contains(e));
-        if blocks && !self.model.pending_user_events.is_empty() {
-            let sets: Vec<Request> = std::mem::take(&mut self.model.pending_user_events)
-                .into_iter()
-                .map(|event| SetUserEventStatus { event, status: 0 }.into())
-                .collect();
-            let bytes = encode(0, &sets, 1 << 20);
-            self.run(&bytes, &sets);
-        }
         self.model.pending_user_events.extend(created_here);
         let requests: Vec<Request> = messages.into_iter().filter_map(|m| m.body.ok()).collect();
         self.run(bytes, &requests);
