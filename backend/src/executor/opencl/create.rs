@@ -251,7 +251,8 @@ impl OpenClSession {
             ProgramOrigin::Source(source) => {
                 super::guard::check_source(source)?;
                 let source = std::str::from_utf8(source).map_err(|_| Status::INVALID_VALUE)?;
-                cl3::program::create_program_with_source(context.ctx.0, &[source])
+                let source = super::pragma::guarded_source(context.ctx.0, self.device, source);
+                cl3::program::create_program_with_source(context.ctx.0, &[&source])
             }
             ProgramOrigin::Il(il) => cl3::program::create_program_with_il(context.ctx.0, il),
             ProgramOrigin::Binary(binary) => {
@@ -349,7 +350,7 @@ impl OpenClSession {
                 compile_only: false,
             } => {
                 super::guard::check_options(options, Status::INVALID_BUILD_OPTIONS)?;
-                let options = cstring(&with_arg_info(options), Status::INVALID_BUILD_OPTIONS)?;
+                let options = cstring(&self.host_options(options), Status::INVALID_BUILD_OPTIONS)?;
                 cl3::program::build_program(
                     program.program.0,
                     &[self.device],
@@ -364,7 +365,10 @@ impl OpenClSession {
                 compile_only: true,
             } => {
                 super::guard::check_options(options, Status::INVALID_COMPILER_OPTIONS)?;
-                let options = cstring(&with_arg_info(options), Status::INVALID_COMPILER_OPTIONS)?;
+                let options = cstring(
+                    &self.host_options(options),
+                    Status::INVALID_COMPILER_OPTIONS,
+                )?;
                 cl3::program::compile_program(
                     program.program.0,
                     &[self.device],
@@ -398,6 +402,13 @@ impl OpenClSession {
         };
         *program.build.lock().unwrap_or_else(|e| e.into_inner()) = record;
         result.map_err(Status)
+    }
+
+    /// The guest's build options plus the one that keeps argument info.
+    fn host_options(&self, options: &[u8]) -> Vec<u8> {
+        let mut all = options.to_vec();
+        all.extend_from_slice(args::ARG_INFO_OPTION.as_bytes());
+        all
     }
 
     pub(super) fn build_program(&mut self, m: &BuildProgram) -> Result<Vec<u8>, Status> {
@@ -439,15 +450,23 @@ impl OpenClSession {
         Ok(())
     }
 
+    /// Clones by creating a fresh kernel and re-applying the recorded
+    /// arguments: PoCL's `clCloneKernel` over-reads its heap when a `__local`
+    /// argument was set (fuzz finding F8), and a fresh kernel needs nothing
+    /// from the driver's clone path.
     pub(super) fn clone_kernel(&mut self, m: &CloneKernel) -> Result<(), Status> {
         let source = self.kernels.get(m.source)?.clone();
-        let raw = cl3::kernel::clone_kernel(source.raw).map_err(Status)?;
-        let kernel = kernel_entry(raw, source.program.clone(), source.name.clone());
-        *kernel.args.lock().unwrap_or_else(|e| e.into_inner()) = source
+        let kernel = self.new_kernel(source.program.clone(), &source.name)?;
+        let args = source
             .args
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        for (index, arg) in args.into_iter().enumerate() {
+            if !matches!(arg, ArgRecord::Unset) {
+                Self::apply_arg(&kernel, index as u32, arg)?;
+            }
+        }
         self.kernels.insert(m.kernel, kernel)?;
         Ok(())
     }
@@ -514,13 +533,6 @@ impl OpenClSession {
         };
         Self::apply_arg(&kernel, m.index, arg)
     }
-}
-
-/// The guest's build options plus the one that keeps argument info.
-fn with_arg_info(options: &[u8]) -> Vec<u8> {
-    let mut all = options.to_vec();
-    all.extend_from_slice(args::ARG_INFO_OPTION.as_bytes());
-    all
 }
 
 fn kernel_entry(raw: cl_kernel, program: Arc<ProgramEntry>, name: Vec<u8>) -> HostKernel {

@@ -44,12 +44,10 @@ fn without_comments(source: &[u8]) -> Vec<u8> {
     let mut joined = Vec::with_capacity(source.len());
     let mut i = 0;
     while i < source.len() {
-        match (source[i], source.get(i + 1), source.get(i + 2)) {
-            (b'\\', Some(b'\n'), _) => i += 2,
-            (b'\\', Some(b'\r'), Some(b'\n')) => i += 3,
-            (b'\\', Some(b'\r'), _) => i += 2,
-            (byte, _, _) => {
-                joined.push(byte);
+        match splice_length(&source[i..]) {
+            Some(length) => i += length,
+            None => {
+                joined.push(source[i]);
                 i += 1;
             }
         }
@@ -68,12 +66,52 @@ fn without_comments(source: &[u8]) -> Vec<u8> {
                 i += 1;
             }
             out.push(b' ');
+        } else if joined[i] == b'"' || joined[i] == b'\'' {
+            // A literal is copied whole: comment markers inside it start
+            // no comment, so they cannot hide a directive from this check.
+            let quote = joined[i];
+            out.push(quote);
+            i += 1;
+            while i < joined.len() && joined[i] != b'\n' && joined[i] != b'\r' {
+                out.push(joined[i]);
+                i += 1;
+                match joined[i - 1] {
+                    b'\\' if i < joined.len() => {
+                        out.push(joined[i]);
+                        i += 1;
+                    }
+                    byte if byte == quote => break,
+                    _ => {}
+                }
+            }
         } else {
             out.push(joined[i]);
             i += 1;
         }
     }
     out
+}
+
+/// The length of a line splice at the start of `text`, if one is there.
+/// Clang splices at a backslash or the trigraph `??/`, followed by
+/// optional horizontal white space (it only warns about that) and a
+/// newline in any of its spellings.
+fn splice_length(text: &[u8]) -> Option<usize> {
+    let mut at = if text.starts_with(b"\\") {
+        1
+    } else if text.starts_with(b"??/") {
+        3
+    } else {
+        return None;
+    };
+    while matches!(text.get(at), Some(b' ' | b'\t' | 0x0b | 0x0c)) {
+        at += 1;
+    }
+    match (text.get(at), text.get(at + 1)) {
+        (Some(b'\r'), Some(b'\n')) => Some(at + 2),
+        (Some(b'\r' | b'\n'), _) => Some(at + 1),
+        _ => None,
+    }
 }
 
 /// Refuses program sources with directives that read host files: the
@@ -87,6 +125,7 @@ pub fn check_source(source: &[u8]) -> Result<(), Status> {
         return Err(Status::INVALID_VALUE);
     }
     let text = without_comments(source);
+    super::pragma::check_source(&text)?;
     let mut i = 0;
     while i < text.len() {
         let introducer = if text[i] == b'#' {
@@ -181,6 +220,7 @@ pub fn check_binary(binary: &[u8]) -> Result<(), Status> {
 /// Refuses build options that read files or load code on the host.
 pub fn check_options(options: &[u8], invalid: Status) -> Result<(), Status> {
     let text = std::str::from_utf8(options).map_err(|_| invalid)?;
+    super::pragma::check_options(text, invalid)?;
     for token in text.split_ascii_whitespace() {
         let token = token.trim_matches(|c| c == '"' || c == '\'');
         if token.starts_with('@') || FILE_OPTIONS.iter().any(|o| token.starts_with(o)) {
@@ -250,6 +290,12 @@ mod tests {
             b"\x0c#include \"x\"\n",
             b"\x0b#include \"x\"\n",
             b"\xef\xbb\xbf#include \"x\"",
+            b"#inc??/\nlude \"x\"",
+            b"#inc\\ \t\r\nlude \"x\"",
+            b"#inc??/\x0c\rlude \"x\"",
+            b"\"/*\"\n#include \"x\"\n\"*/\"",
+            b"'/*'\n#include \"x\"\n'*/'",
+            b"\"\\\"/*\"\n#include \"x\"\n\"*/\"",
             b"",
             b"  \n ",
         ] {

@@ -7,6 +7,7 @@ mod create;
 mod guard;
 mod info;
 mod objects;
+mod pragma;
 mod profile;
 mod session;
 mod snapshot;
