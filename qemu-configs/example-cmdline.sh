@@ -42,8 +42,9 @@ cmd=(
     # back-end can map it (memfd; hugetlbfs or a file work too).
     -object "memory-backend-memfd,id=mem,size=$MEM,share=on"
     # the vGPU: a vhost-user socket to vgpu-backend, and the device
-    # (virtio id 60, PCI 1af4:107c, 2 queues: 0 submit, 1 event)
-    -chardev "socket,id=vgpu0,path=$SOCKET"
+    # (virtio id 60, PCI 1af4:107c, 2 queues: 0 submit, 1 event);
+    # reconnect-ms: a restarted back-end is reconnected (qemu-configs/README.md)
+    -chardev "socket,id=vgpu0,path=$SOCKET,reconnect-ms=1000"
     -device vhost-user-vgpu-pci,chardev=vgpu0
     # direct kernel boot, serial console on stdio
     -kernel "$KERNEL"

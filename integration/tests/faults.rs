@@ -270,58 +270,20 @@ fn qemu_killed_while_its_guest_runs_opencl_frees_the_vgpu() {
     bystander.assert_intact();
 }
 
-/// What the issue asks for and QEMU 10.0 cannot do yet: the backend is
-/// killed under a running VM and restarted with `--restore` from its last
-/// checkpoint; QEMU reconnects (`-chardev socket,...,reconnect-ms=`) and
-/// the guest's program goes on. What happens instead (see SECURITY.md):
-///
-/// - With `reconnect=1` or `reconnect-ms=1000`, QEMU does not start:
-///   "vhost-user-vgpu-pci: Failed to set msg fds. vhost_backend_init
-///   failed: Protocol error" — `vhost-user-base` realizes the device
-///   before the chardev's background connect is done (vhost-user-blk waits
-///   with `qemu_chr_fe_wait_connected`), and on a new connection it does
-///   not run `vhost_dev_init` again.
-/// - Without it, killing the backend leaves QEMU running ("Failed to set
-///   msg fds", "vhost VQ 0 ring restore failed: -22"); the guest sees no
-///   device reset, and its program waits forever in its call (the guest
-///   library's WAIT has no timeout); a restarted backend gets no
-///   connection.
+/// The backend is killed under a running VM and started again with
+/// `--restore` from the checkpoint it took (paused, as a maintenance
+/// procedure would); QEMU reconnects (`-chardev socket,...,reconnect-ms=`,
+/// with the reconnection our QEMU patch adds to `vhost-user-base`), the
+/// chains the dead backend had taken are handed out again, and the guest's
+/// program goes on to a verified result.
 #[test]
-#[ignore = "needs QEMU-side vhost-user reconnection (vhost-user-base lacks it)"]
 fn backend_killed_under_a_running_vm_comes_back_from_its_checkpoint() {
     let Some((qemu, image)) = vm_parts() else {
         return;
     };
     let dir = paths::scratch("fault-kill-backend");
-    let mut backend = Backend::start(&dir, &[]);
-    let mut config = VmConfig::new(
-        &qemu,
-        &image,
-        "/opt/vgpu/bin/checkpoint_loop,-m,4,-i,60,-p,2",
-    );
-    let extra_chardev = format!(
-        "socket,id=vgpu0,path={},reconnect-ms=500",
-        backend.socket.display()
-    );
-    let memory = format!(
-        "memory-backend-memfd,id=mem,size={}M,share=on",
-        config.memory_mb
-    );
-    config.vgpu_socket = None;
-    let mut guest = vm::start(
-        &config,
-        &dir,
-        &[
-            "-object",
-            &memory,
-            "-numa",
-            "node,memdev=mem",
-            "-chardev",
-            &extra_chardev,
-            "-device",
-            "vhost-user-vgpu-pci,chardev=vgpu0",
-        ],
-    );
+    let backend = Backend::start(&dir, &[]);
+    let mut guest = start_reconnecting_guest(&qemu, &image, &dir, &backend.socket);
     assert!(
         guest.wait_for_console("PROGRESS 10", BOOT_TIMEOUT),
         "{}",
@@ -331,18 +293,20 @@ fn backend_killed_under_a_running_vm_comes_back_from_its_checkpoint() {
     let out = Command::new(paths::target_dir().join("vgpu-ctl"))
         .arg("--control")
         .arg(&backend.control)
-        .args(["checkpoint", checkpoint.to_str().expect("utf-8")])
+        .args([
+            "checkpoint",
+            checkpoint.to_str().expect("utf-8"),
+            "--then",
+            "pause",
+        ])
         .output()
         .expect("vgpu-ctl");
-    assert!(out.status.success());
-    // SIGKILL, not a clean exit.
-    let pid = backend_pid(&backend.socket);
-    // SAFETY: SIGKILL to the backend this test started.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
-    while backend.is_running() {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    drop(backend);
+    assert!(
+        out.status.success(),
+        "checkpoint: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    kill_backend(backend);
     let backend = Backend::start(&dir, &["--restore", checkpoint.to_str().expect("utf-8")]);
     assert!(
         guest.wait_exit(BOOT_TIMEOUT),
@@ -351,4 +315,76 @@ fn backend_killed_under_a_running_vm_comes_back_from_its_checkpoint() {
         backend.log()
     );
     assert_eq!(guest.exit_status(), Some(0), "{}", guest.console());
+    assert!(
+        backend.log().contains("restored 1 session(s)"),
+        "{}",
+        backend.log()
+    );
+}
+
+/// The same without a checkpoint: the new backend does not know the
+/// guest's session, so the guest's next call fails with an error the
+/// program reports, instead of waiting forever.
+#[test]
+fn backend_restarted_without_its_state_fails_the_guests_calls_cleanly() {
+    let Some((qemu, image)) = vm_parts() else {
+        return;
+    };
+    let dir = paths::scratch("fault-restart-backend");
+    let backend = Backend::start(&dir, &[]);
+    let mut guest = start_reconnecting_guest(&qemu, &image, &dir, &backend.socket);
+    assert!(
+        guest.wait_for_console("PROGRESS 10", BOOT_TIMEOUT),
+        "{}",
+        guest.console()
+    );
+    kill_backend(backend);
+    let mut backend = Backend::start(&dir, &[]);
+    assert!(
+        guest.wait_exit(BOOT_TIMEOUT),
+        "the guest's program hangs:\n{}\nbackend:\n{}",
+        guest.console(),
+        backend.log()
+    );
+    let status = guest.exit_status();
+    assert!(
+        status.is_some_and(|s| s != 0),
+        "the program should fail, got {status:?}:\n{}",
+        guest.console()
+    );
+    assert!(backend.is_running(), "{}", backend.log());
+}
+
+/// The guest's long OpenCL loop in a VM whose vGPU chardev reconnects.
+fn start_reconnecting_guest(qemu: &Path, image: &Path, dir: &Path, socket: &Path) -> vm::RunningVm {
+    let config = VmConfig::new(qemu, image, "/opt/vgpu/bin/checkpoint_loop,-m,4,-i,60,-p,2");
+    let chardev = format!("socket,id=vgpu0,path={},reconnect-ms=500", socket.display());
+    let memory = format!(
+        "memory-backend-memfd,id=mem,size={}M,share=on",
+        config.memory_mb
+    );
+    vm::start(
+        &config,
+        dir,
+        &[
+            "-object",
+            &memory,
+            "-numa",
+            "node,memdev=mem",
+            "-chardev",
+            &chardev,
+            "-device",
+            "vhost-user-vgpu-pci,chardev=vgpu0",
+        ],
+    )
+}
+
+/// SIGKILL, not a clean exit.
+fn kill_backend(mut backend: Backend) {
+    let pid = backend_pid(&backend.socket);
+    // SAFETY: SIGKILL to the backend this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    while backend.is_running() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
