@@ -5,6 +5,10 @@
 # starts from it (--restore). Prints a table, writes docs/bench/checkpoint.{md,json}.
 #
 #   scripts/bench-checkpoint.sh [SIZE_MIB ...]     (default: 64 256 1024)
+#
+# The benchmark harness (scripts/bench.sh, `vgpu-bench --only checkpoint`)
+# measures the same at 64 and 256 MiB, five runs each, into BENCHMARKS.md;
+# this script stays for other sizes (1 GiB) in one run each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Launch};
 use crate::error::{Error, Result};
 use crate::record::{Figure, Params};
 use crate::runner::{Runner, Samples, Side};
@@ -28,6 +28,8 @@ pub struct Paths {
     /// The workspace root.
     pub root: PathBuf,
     pub backend: PathBuf,
+    /// `vgpu-ctl`, for the backend's control socket.
+    pub ctl: PathBuf,
     /// Arguments for every backend started (e.g. `--device opencl:NVIDIA`).
     pub backend_args: Vec<String>,
     pub icd: PathBuf,
@@ -77,6 +79,12 @@ impl Context {
             .cloned()
             .collect();
         Backend::start(&self.paths.backend, &self.paths.scratch, name, &args)
+    }
+
+    /// A further backend exactly as `launch` says (without the run's
+    /// backend arguments: a benchmark that picks devices itself).
+    pub fn launch_backend(&self, name: &str, launch: &Launch) -> Result<Backend> {
+        Backend::launch(&self.paths.backend, &self.paths.scratch, name, launch)
     }
 
     pub fn bench_program(&self, name: &str) -> PathBuf {
@@ -151,8 +159,34 @@ pub fn figure(
         parameters,
         unit,
         higher_is_better,
-        native: summary(native, "native")?,
+        native: Some(summary(native, "native")?),
         vgpu: summary(vgpu, "vgpu")?,
+        device: None,
+    })
+}
+
+/// A figure with no native counterpart (checkpoint, re-home, migration):
+/// the samples go in the vgpu side.
+pub fn vgpu_figure(
+    benchmark: &'static str,
+    parameters: Params,
+    unit: &'static str,
+    higher_is_better: bool,
+    samples: &[f64],
+) -> Result<Figure> {
+    let vgpu = Summary::of(samples).ok_or_else(|| Error::MissingOutput {
+        program: benchmark.to_string(),
+        what: "samples".into(),
+        tail: String::new(),
+    })?;
+    Ok(Figure {
+        benchmark,
+        parameters,
+        unit,
+        higher_is_better,
+        native: None,
+        vgpu,
+        device: None,
     })
 }
 

@@ -26,8 +26,18 @@ pub enum Error {
         what: String,
         tail: String,
     },
-    #[error("vgpu-backend did not start on {socket}; its log:\n{log}")]
-    BackendStart { socket: PathBuf, log: String },
+    #[error("vgpu-backend on {socket} exited or timed out before {what}; its log:\n{log}")]
+    BackendStart {
+        socket: PathBuf,
+        what: String,
+        log: String,
+    },
+    #[error("vgpu-ctl {command} failed: {message}")]
+    Control { command: String, message: String },
+    #[error("live migration: {0}")]
+    Migration(String),
+    #[error("cannot be measured here: {0}")]
+    Unavailable(String),
     #[error("building the benchmark programs failed:\n{0}")]
     Build(String),
     #[error("cannot write JSON")]

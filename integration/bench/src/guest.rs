@@ -3,7 +3,7 @@
 //! says otherwise: these machines have no KVM that runs ordinary guests.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::error::{io, Error, Result};
@@ -60,12 +60,78 @@ impl Guest {
     ) -> Result<String> {
         let console = dir.join("console.log");
         let _ = std::fs::remove_file(&console);
+        let mut child = self
+            .command(socket, &console, program, args)
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(io("start", &self.qemu))?;
+        let started = Instant::now();
+        loop {
+            if child
+                .try_wait()
+                .map_err(io("wait for", &self.qemu))?
+                .is_some()
+            {
+                break;
+            }
+            if started.elapsed() > timeout {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(Error::Timeout {
+                    program: format!("guest running {program}"),
+                    seconds: timeout.as_secs(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::fs::read_to_string(&console).map_err(io("read", &console))
+    }
+
+    /// Boots a guest running `program args` in the background, with a QMP
+    /// socket and `extra` QEMU arguments (`-incoming defer` for a
+    /// migration's destination); console, QMP socket and QEMU's stderr go
+    /// into `dir`.
+    pub fn start(
+        &self,
+        socket: &Path,
+        dir: &Path,
+        program: &str,
+        args: &[String],
+        extra: &[&str],
+    ) -> Result<RunningGuest> {
+        let console = dir.join("console.log");
+        let qmp = dir.join("qmp.sock");
+        let stderr_path = dir.join("qemu.stderr");
+        for stale in [&console, &qmp] {
+            let _ = std::fs::remove_file(stale);
+        }
+        let stderr = std::fs::File::create(&stderr_path).map_err(io("create", &stderr_path))?;
+        let child = self
+            .command(socket, &console, program, args)
+            .arg("-qmp")
+            .arg(format!("unix:{},server=on,wait=off", qmp.display()))
+            .args(extra)
+            .stderr(stderr)
+            .spawn()
+            .map_err(io("start", &self.qemu))?;
+        Ok(RunningGuest {
+            child,
+            console,
+            qmp,
+            stderr: stderr_path,
+        })
+    }
+
+    /// The QEMU command line: every guest of the harness, both sides of a
+    /// migration included, gets the same machine options.
+    fn command(&self, socket: &Path, console: &Path, program: &str, args: &[String]) -> Command {
         let run = std::iter::once(program.to_string())
             .chain(args.iter().cloned())
             .collect::<Vec<_>>()
             .join(",");
         let cpu = if self.accel == "kvm" { "host" } else { "max" };
-        let mut child = Command::new(&self.qemu)
+        let mut command = Command::new(&self.qemu);
+        command
             .args([
                 "-machine",
                 &format!("q35,accel={}", self.accel),
@@ -98,29 +164,58 @@ impl Guest {
             .arg(format!("socket,id=vgpu0,path={}", socket.display()))
             .args(["-device", "vhost-user-vgpu-pci,chardev=vgpu0"])
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(io("start", &self.qemu))?;
-        let started = Instant::now();
-        loop {
-            if child
-                .try_wait()
-                .map_err(io("wait for", &self.qemu))?
-                .is_some()
-            {
-                break;
-            }
-            if started.elapsed() > timeout {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(Error::Timeout {
-                    program: format!("guest running {program}"),
-                    seconds: timeout.as_secs(),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(50));
+            .stdout(Stdio::null());
+        command
+    }
+}
+
+/// A guest booted in the background; QEMU is killed when this is dropped.
+pub struct RunningGuest {
+    child: Child,
+    console: PathBuf,
+    /// QEMU's QMP socket.
+    pub qmp: PathBuf,
+    stderr: PathBuf,
+}
+
+impl RunningGuest {
+    /// The serial console so far (the guest's tty writes `\r\n`; read as
+    /// `\n`), with QEMU's stderr after it when it has any.
+    pub fn console(&self) -> String {
+        let mut text = std::fs::read_to_string(&self.console)
+            .unwrap_or_default()
+            .replace('\r', "");
+        let stderr = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+        if !stderr.trim().is_empty() {
+            text.push_str("\n--- qemu stderr ---\n");
+            text.push_str(&stderr);
         }
-        std::fs::read_to_string(&console).map_err(io("read", &console))
+        text
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Waits until the console holds `needle`; false at the timeout or when
+    /// QEMU exits first.
+    pub fn wait_for_console(&mut self, needle: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.console().contains(needle) {
+                return true;
+            }
+            if Instant::now() > deadline || !self.is_running() {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for RunningGuest {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }

@@ -4,6 +4,7 @@
 pub mod backend;
 pub mod benches;
 pub mod context;
+pub mod ctl;
 pub mod error;
 pub mod guest;
 pub mod machine;
@@ -11,4 +12,5 @@ pub mod record;
 pub mod report;
 pub mod run;
 pub mod runner;
+pub mod running;
 pub mod stats;

@@ -106,9 +106,7 @@ fn main() -> ExitCode {
     let args = Args::parse();
     if args.list {
         for b in benches::all() {
-            let note = b
-                .pending()
-                .map_or(String::new(), |why| format!(" (pending: {why})"));
+            let note = if b.needs_vm() { " (with --vm)" } else { "" };
             println!("{}\t{}{note}", b.name(), b.section().title());
         }
         return ExitCode::SUCCESS;

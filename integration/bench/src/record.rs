@@ -12,7 +12,8 @@ use crate::stats::Summary;
 /// A parameter value: a number or a word.
 pub type Params = BTreeMap<String, serde_json::Value>;
 
-/// One figure measured natively and through vgpu.
+/// One figure measured through vgpu, and natively where a native run of the
+/// same thing exists (checkpoint, re-home and migration have none).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Record {
     /// The figure, e.g. `bandwidth_read` (see BENCHMARKS.md for the list).
@@ -22,12 +23,14 @@ pub struct Record {
     pub unit: String,
     /// Whether a larger value is better (rates) or worse (times).
     pub higher_is_better: bool,
-    pub native: Summary,
+    /// `null` in the JSON for figures without a native counterpart.
+    pub native: Option<Summary>,
     pub vgpu: Summary,
-    /// `vgpu.median / native.median`.
-    pub ratio: f64,
+    /// `vgpu.median / native.median`; `null` without a native figure.
+    pub ratio: Option<f64>,
     pub machine: Machine,
-    /// The device that ran the work (the vgpu device is "vgpu: " + this).
+    /// The device that ran the work (the vgpu device is "vgpu: " + this);
+    /// for a move between devices, both (`from → to`).
     pub device: String,
 }
 
@@ -35,7 +38,8 @@ impl Record {
     /// Whether native's and vgpu's min–max ranges overlap: then the
     /// difference of the medians is within the run-to-run spread.
     pub fn ranges_overlap(&self) -> bool {
-        self.native.min <= self.vgpu.max && self.vgpu.min <= self.native.max
+        self.native
+            .is_some_and(|native| native.min <= self.vgpu.max && self.vgpu.min <= native.max)
     }
 }
 
@@ -46,8 +50,10 @@ pub struct Figure {
     pub parameters: Params,
     pub unit: &'static str,
     pub higher_is_better: bool,
-    pub native: Summary,
+    pub native: Option<Summary>,
     pub vgpu: Summary,
+    /// The device when it is not the run's (a move between two devices).
+    pub device: Option<String>,
 }
 
 impl Figure {
@@ -57,11 +63,11 @@ impl Figure {
             parameters: self.parameters,
             unit: self.unit.to_string(),
             higher_is_better: self.higher_is_better,
-            ratio: self.vgpu.median / self.native.median,
+            ratio: self.native.map(|native| self.vgpu.median / native.median),
             native: self.native,
             vgpu: self.vgpu,
             machine: machine.clone(),
-            device: device.to_string(),
+            device: self.device.unwrap_or_else(|| device.to_string()),
         }
     }
 }

@@ -56,12 +56,13 @@ pub fn run(options: &Options) -> Result<Outcome> {
         root: options.root.clone(),
         backend_args: options.backend_args.clone(),
         backend: options.bin_dir.join("vgpu-backend"),
+        ctl: options.bin_dir.join("vgpu-ctl"),
         icd: options.bin_dir.join("libvgpu_opencl.so"),
         bench_programs: programs.join("bench"),
         cl_tests: programs.join("cl-tests"),
         scratch: scratch.clone(),
     };
-    for binary in [&paths.backend, &paths.icd] {
+    for binary in [&paths.backend, &paths.ctl, &paths.icd] {
         if !binary.exists() {
             return Err(Error::Build(format!(
                 "{} is missing: build the workspace in release mode (cargo build --workspace --release)",
@@ -98,8 +99,9 @@ fn measure(options: &Options, ctx: &Context, started: Instant) -> Result<Outcome
             continue;
         }
         let not_asked = (bench.needs_vm() && !options.settings.vm)
-            .then_some("boots a guest: run scripts/bench.sh --vm");
-        if let Some(why) = bench.pending().or(not_asked) {
+            .then(|| "boots a guest: run scripts/bench.sh --vm".to_string());
+        if let Some(why) = not_asked.or_else(|| bench.unavailable(ctx)) {
+            eprintln!("vgpu-bench: {} not measured: {why}", bench.name());
             pending.push(Pending {
                 section: bench.section(),
                 name: bench.name(),

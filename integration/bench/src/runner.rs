@@ -3,9 +3,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::error::{io, Error, Result};
+use crate::running::Running;
 
 /// Where an OpenCL program's calls go.
 #[derive(Debug, Clone, Copy)]
@@ -52,8 +53,26 @@ impl Runner {
         })
     }
 
+    /// The longest a single program run may take.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// Runs `program args` on `side`; its output, if it exited 0 and passed.
     pub fn run(&self, side: Side<'_>, program: &Path, args: &[String]) -> Result<Output> {
+        let mut running = self.spawn(side, program, args, &self.log)?;
+        running.finish(self.timeout)
+    }
+
+    /// Starts `program args` on `side` in the background, its output going
+    /// to `log`.
+    pub fn spawn(
+        &self,
+        side: Side<'_>,
+        program: &Path,
+        args: &[String],
+        log: &Path,
+    ) -> Result<Running> {
         let name = program
             .file_name()
             .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
@@ -61,13 +80,13 @@ impl Runner {
         if self.verbose {
             eprintln!("vgpu-bench: run {label}");
         }
-        let log = std::fs::File::create(&self.log).map_err(io("create", &self.log))?;
-        let err = log.try_clone().map_err(io("reopen", &self.log))?;
+        let out = std::fs::File::create(log).map_err(io("create", log))?;
+        let err = out.try_clone().map_err(io("reopen", log))?;
         let mut command = Command::new(program);
         command
             .args(args)
             .stdin(Stdio::null())
-            .stdout(log)
+            .stdout(out)
             .stderr(err);
         command.env_remove("CLTEST_QUICK");
         match side {
@@ -76,42 +95,17 @@ impl Runner {
                 .env_remove("VGPU_SOCKET"),
             // The vgpu ICD offers one platform with one device: a native
             // device choice (CLTEST_PLATFORM=1 for a second driver) must
-            // not reach it.
+            // not reach it. No reconnect wait: a backend that goes away
+            // mid-run is a failure here.
             Side::Vgpu(socket) => command
                 .env("OCL_ICD_VENDORS", &self.icd_file)
                 .env("VGPU_SOCKET", socket)
+                .env("VGPU_RECONNECT_SECS", "0")
                 .env_remove("CLTEST_PLATFORM")
                 .env_remove("CLTEST_DEVICE"),
         };
-        let mut child = command.spawn().map_err(io("start", program))?;
-        let deadline = Instant::now() + self.timeout;
-        let status = loop {
-            if let Some(status) = child.try_wait().map_err(io("wait for", program))? {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(Error::Timeout {
-                    program: label,
-                    seconds: self.timeout.as_secs(),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        let text = std::fs::read_to_string(&self.log).map_err(io("read", &self.log))?;
-        let output = Output {
-            program: label,
-            text,
-        };
-        if !status.success() || !output.passed(&name) {
-            return Err(Error::ProgramFailed {
-                program: output.program,
-                status: status.to_string(),
-                tail: tail(&output.text),
-            });
-        }
-        Ok(output)
+        let child = command.spawn().map_err(io("start", program))?;
+        Ok(Running::new(child, name, label, log))
     }
 }
 
@@ -126,7 +120,11 @@ pub struct Output {
 pub type Samples = BTreeMap<(String, String), Vec<f64>>;
 
 impl Output {
-    fn passed(&self, name: &str) -> bool {
+    pub(crate) fn new(program: String, text: String) -> Output {
+        Output { program, text }
+    }
+
+    pub(crate) fn passed(&self, name: &str) -> bool {
         self.text.lines().any(|l| {
             let mut w = l.split_whitespace();
             w.next() == Some("RESULT") && w.next() == Some(name) && w.nth(1) == Some("PASS")
@@ -177,7 +175,7 @@ impl Output {
 }
 
 /// The last lines of a program's output, for error messages.
-fn tail(text: &str) -> String {
+pub(crate) fn tail(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(20)..].join("\n")
 }

@@ -2,10 +2,13 @@
 //! figure means adding a module and one line to [`all`].
 
 mod bandwidth;
+mod checkpoint;
+mod devices;
 mod enqueue;
+mod migration;
 mod queue_depth;
+mod rehome;
 mod roundtrip;
-mod state;
 mod vm;
 mod workloads;
 
@@ -54,8 +57,9 @@ pub trait Benchmark {
 
     fn section(&self) -> Section;
 
-    /// Why it is not measured yet, for figures whose feature is missing.
-    fn pending(&self) -> Option<&'static str> {
+    /// Why it cannot be measured on this machine (e.g. no patched QEMU),
+    /// checked before it runs; the report says so in its place.
+    fn unavailable(&self, _ctx: &Context) -> Option<String> {
         None
     }
 
@@ -64,7 +68,8 @@ pub trait Benchmark {
         false
     }
 
-    /// Measures natively and through vgpu.
+    /// Measures through vgpu, and natively where there is a native
+    /// counterpart.
     fn run(&self, ctx: &Context) -> Result<Vec<Figure>>;
 }
 
@@ -77,8 +82,8 @@ pub fn all() -> Vec<Box<dyn Benchmark>> {
         Box::new(workloads::Workloads),
         Box::new(queue_depth::QueueDepth),
         Box::new(vm::VmWorkloads),
-        Box::new(state::Pending::CHECKPOINT),
-        Box::new(state::Pending::REHOME),
-        Box::new(state::Pending::MIGRATION),
+        Box::new(checkpoint::Checkpoint),
+        Box::new(rehome::Rehome),
+        Box::new(migration::Migration),
     ]
 }

@@ -26,11 +26,11 @@ pub struct RunInfo {
     pub date: Option<String>,
 }
 
-/// A benchmark whose feature does not exist yet.
+/// A benchmark not measured in this run, and why.
 pub struct Pending {
     pub section: Section,
     pub name: &'static str,
-    pub why: &'static str,
+    pub why: String,
 }
 
 pub struct Report<'a> {
@@ -57,8 +57,8 @@ started: the loopback transport, the same protocol and backend code as in a VM).
 
 Figures from other machines are kept beside this file: the NVIDIA H100
 machine's OpenCL run (`docs/gpu-runs/opencl-h100/BENCHMARKS.md`), its CUDA
-figures (`integration/cuda-tests/BENCHMARKS-cuda.md`), and re-home, live
-migration and checkpoint figures (`docs/gpu-runs/README.md`).
+figures (`integration/cuda-tests/BENCHMARKS-cuda.md`), and its re-home and
+live-migration figures between PoCL and the GPU (`docs/gpu-runs/README.md`).
 
 ## How to reproduce
 
@@ -124,7 +124,7 @@ impl Report<'_> {
             ));
         }
         let _ = writeln!(md, "- {}", when.join(", "));
-        let _ = writeln!(md, "- raw figures: [`{}`]({}) (records `{{benchmark, parameters, unit, native, vgpu, ratio, machine, device}}`; `ratio` = vgpu median / native median)", self.json, self.json);
+        let _ = writeln!(md, "- raw figures: [`{}`]({}) (records `{{benchmark, parameters, unit, native, vgpu, ratio, machine, device}}`; `ratio` = vgpu median / native median; both null where there is no native counterpart)", self.json, self.json);
     }
 
     fn targets(&self, md: &mut String) {
@@ -224,7 +224,32 @@ the same in every row and shown once.",
 per run. The guest is emulated (TCG): the ICD's own work runs emulated too, so these \
 figures are not what KVM would give.",
         ),
-        Section::State => None,
+        Section::State => Some(
+            "No native counterpart here: these records' `native` is null and the tables show \
+the vgpu figure only, with the device and machine that made it. The workload is \
+`integration/cl-tests/checkpoint_loop`: 8 buffers making up the state size, one integer-update \
+kernel per buffer and iteration, `PROGRESS n` after each; at the end it checks every element \
+against a closed form.
+
+- **Checkpoint**: a loopback run on the run's device; once it is under way, \
+`vgpu-ctl checkpoint FILE --then pause` (quiesce, drain, serialize, atomic write to the local \
+disk), timed from the command's start to its exit. Then a second backend starts with \
+`--restore FILE` while the first stays paused, timed from its spawn to its log's `restored` line \
+(its start-up and device open count too); `vgpu-ctl resume`, and the program runs on before the \
+next sample. Rates are file bytes over those times (GB/s = 10⁹ bytes/s); memory growth is the \
+backend's peak RSS while saving over its RSS just before.
+- **Re-home**: one backend on PoCL's `basic` device (`POCL_DEVICES=\"basic pthread\"`), the \
+program computing through it; `vgpu-ctl rehome` moves the vGPU to `pthread` and back, every 2 \
+iterations. Pause and parts come from the command's report (drain: work in flight; capture: \
+recording the objects; rebuild: objects and program builds on the new device; upload: buffer \
+contents). After all moves the program finished and passed its own check.
+- **Migration**: two patched QEMUs on 127.0.0.1 (`-incoming defer` at the destination), the \
+source's backend on `basic`, the destination's on `pthread`; QMP `migrate` once the guest's \
+program printed `PROGRESS 2`. Total time and downtime are QEMU's (`query-migrate`), the state \
+size is the source backend's `device state: sent` log line; the program then printed progress \
+on the destination. Each run boots two fresh guests: no warm-up run, and a single run in quick \
+mode. Under TCG the guest's own CPU work is emulated.",
+        ),
     }
 }
 

@@ -2,6 +2,7 @@
 
 pub mod markdown;
 pub mod plot;
+pub mod state_tables;
 pub mod table;
 pub mod tables;
 pub mod targets;

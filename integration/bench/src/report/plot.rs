@@ -81,7 +81,7 @@ fn bandwidth(records: &[Record], path: &Path) -> DynResult {
         of(records, name)
             .iter()
             .filter_map(|r| {
-                let s = if vgpu { r.vgpu } else { r.native };
+                let s = if vgpu { r.vgpu } else { r.native? };
                 Some((
                     param_f64(&r.parameters, "bytes")?.log2(),
                     s.min,
@@ -152,14 +152,19 @@ fn workload_label(r: &Record) -> String {
 }
 
 fn workloads(records: &[Record], path: &Path) -> DynResult {
-    let rs = of(records, "workload_time");
+    // (record, native median, ratio): the plot is of vgpu against native.
+    let rs: Vec<(&Record, f64, f64)> = of(records, "workload_time")
+        .into_iter()
+        .filter_map(|r| Some((r, r.native?.median, r.ratio?)))
+        .collect();
     let n = rs.len();
     let height = 120 + 36 * n as u32;
     let root = BitMapBackend::new(path, (960, height)).into_drawing_area();
     root.fill(&WHITE)?;
-    let whisker = |r: &Record| (r.vgpu.min / r.native.median, r.vgpu.max / r.native.median);
+    let whisker =
+        |&(r, native, _): &(&Record, f64, f64)| (r.vgpu.min / native, r.vgpu.max / native);
     let xmax = rs.iter().fold(1.2f64, |m, r| m.max(whisker(r).1 * 1.05));
-    let labels: Vec<String> = rs.iter().map(|r| workload_label(r)).collect();
+    let labels: Vec<String> = rs.iter().map(|r| workload_label(r.0)).collect();
     let mut chart = ChartBuilder::on(&root)
         .caption(
             "VOCL workloads: vgpu time / native time (1 = native speed)",
@@ -185,7 +190,7 @@ fn workloads(records: &[Record], path: &Path) -> DynResult {
         let mut bar = Rectangle::new(
             [
                 (0.0, SegmentValue::Exact(i)),
-                (r.ratio, SegmentValue::Exact(i + 1)),
+                (r.2, SegmentValue::Exact(i + 1)),
             ],
             VGPU.mix(0.7).filled(),
         );
@@ -194,14 +199,7 @@ fn workloads(records: &[Record], path: &Path) -> DynResult {
     }))?;
     chart.draw_series(rs.iter().enumerate().map(|(i, r)| {
         let (lo, hi) = whisker(r);
-        ErrorBar::new_horizontal(
-            SegmentValue::CenterOf(i),
-            lo,
-            r.ratio,
-            hi,
-            BLACK.filled(),
-            8,
-        )
+        ErrorBar::new_horizontal(SegmentValue::CenterOf(i), lo, r.2, hi, BLACK.filled(), 8)
     }))?;
     chart.draw_series(std::iter::once(PathElement::new(
         vec![(1.0, SegmentValue::Exact(0)), (1.0, SegmentValue::Last)],
@@ -244,7 +242,7 @@ fn queue_depth(records: &[Record], path: &Path) -> DynResult {
             .iter()
             .map(|r| param_f64(&r.parameters, "depth").map_or("?".into(), depth_name))
             .collect();
-        let native = rs.first().map_or(0.0, |r| r.native.median);
+        let native = rs.first().and_then(|r| r.native).map_or(0.0, |n| n.median);
         let ymax = rs.iter().fold(native, |m, r| m.max(r.vgpu.max)) * 1.15;
         let mut chart = ChartBuilder::on(&area)
             .caption(caption, ("sans-serif", 20))

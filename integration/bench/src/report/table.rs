@@ -97,9 +97,19 @@ pub fn summary(s: &Summary) -> String {
     format!("{} ({}–{})", num(s.median), num(s.min), num(s.max))
 }
 
+/// [`summary`], or `–` where there is no figure (no native counterpart).
+pub fn maybe_summary(s: Option<&Summary>) -> String {
+    s.map_or_else(|| "–".into(), summary)
+}
+
 /// `1.234×`.
 pub fn ratio(r: f64) -> String {
     format!("{r:.3}×")
+}
+
+/// [`ratio`], or `–` where there is none.
+pub fn maybe_ratio(r: Option<f64>) -> String {
+    r.map_or_else(|| "–".into(), ratio)
 }
 
 /// `+1.2 %` of `part` against `whole`.

@@ -1,6 +1,7 @@
 //! The report's tables, built from the records.
 
-use super::table::{bytes, num, percent, ratio, summary, Table};
+use super::state_tables;
+use super::table::{bytes, maybe_ratio, maybe_summary, num, percent, summary, Table};
 use crate::benches::Section;
 use crate::record::{describe, param_f64, Record};
 
@@ -26,7 +27,7 @@ pub fn section_tables(section: Section, records: &[Record]) -> Vec<Table> {
             "VOCL workloads in the guest (vgpu column) against native on the host (s)",
             &of("vm_workload_time"),
         )],
-        Section::State => Vec::new(),
+        Section::State => state_tables::tables(records),
     };
     // Figures no table above lays out (added later) go under State until
     // they are given a place in KNOWN.
@@ -58,6 +59,9 @@ const KNOWN: &[(&str, Section)] = &[
 ];
 
 fn section_of(benchmark: &str) -> Option<Section> {
+    if state_tables::lays_out(benchmark) {
+        return Some(Section::State);
+    }
     KNOWN.iter().find(|k| k.0 == benchmark).map(|k| k.1)
 }
 
@@ -78,9 +82,9 @@ fn generic(title: &str, records: &[&Record]) -> Table {
             r.benchmark.clone(),
             describe(&r.parameters),
             r.unit.clone(),
-            summary(&r.native),
+            maybe_summary(r.native.as_ref()),
             summary(&r.vgpu),
-            ratio(r.ratio),
+            maybe_ratio(r.ratio),
         ]);
     }
     t
@@ -99,10 +103,12 @@ fn roundtrip(records: &[&Record]) -> Table {
             .unwrap_or("?");
         t.row(vec![
             call.to_string(),
-            summary(&r.native),
+            maybe_summary(r.native.as_ref()),
             summary(&r.vgpu),
-            format!("{} µs", num(r.vgpu.median - r.native.median)),
-            ratio(r.ratio),
+            r.native.map_or("–".into(), |native| {
+                format!("{} µs", num(r.vgpu.median - native.median))
+            }),
+            maybe_ratio(r.ratio),
         ]);
     }
     t
@@ -128,12 +134,16 @@ fn bandwidth(write: &[&Record], read: &[&Record]) -> Table {
             .find(|r| param_f64(&r.parameters, "bytes") == size);
         let mut row = vec![
             size.map_or("?".into(), bytes),
-            summary(&w.native),
+            maybe_summary(w.native.as_ref()),
             summary(&w.vgpu),
-            ratio(w.ratio),
+            maybe_ratio(w.ratio),
         ];
         match r {
-            Some(r) => row.extend([summary(&r.native), summary(&r.vgpu), ratio(r.ratio)]),
+            Some(r) => row.extend([
+                maybe_summary(r.native.as_ref()),
+                summary(&r.vgpu),
+                maybe_ratio(r.ratio),
+            ]),
             None => row.extend(["–".to_string(), "–".to_string(), "–".to_string()]),
         }
         t.row(row);
@@ -163,10 +173,11 @@ fn workloads(title: &str, records: &[&Record]) -> Table {
         t.row(vec![
             name,
             describe(&params),
-            summary(&r.native),
+            maybe_summary(r.native.as_ref()),
             summary(&r.vgpu),
-            ratio(r.ratio),
-            percent(r.vgpu.median, r.native.median),
+            maybe_ratio(r.ratio),
+            r.native
+                .map_or("–".into(), |native| percent(r.vgpu.median, native.median)),
             overlap(r),
         ]);
     }
@@ -223,11 +234,11 @@ fn queue_depth(records: &[Record]) -> Table {
     ) {
         t.row(vec![
             "native (no bound)".into(),
-            summary(&rt.native),
+            maybe_summary(rt.native.as_ref()),
             "(reference)".into(),
-            summary(&drain.native),
-            summary(&kernel.native),
-            summary(&burst.native),
+            maybe_summary(drain.native.as_ref()),
+            maybe_summary(kernel.native.as_ref()),
+            maybe_summary(burst.native.as_ref()),
         ]);
     }
     for r in records

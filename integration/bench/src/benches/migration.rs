@@ -1,0 +1,283 @@
+//! QEMU live migration of a guest whose program computes on its vGPU. Two
+//! patched QEMUs on 127.0.0.1 (the destination waits with `-incoming
+//! defer`), two backends on two devices (PoCL `basic` at the source,
+//! `pthread` at the destination); the guest runs `checkpoint_loop` over
+//! SIZE MiB of device buffers, and once it is under way QMP `migrate` moves
+//! the VM, the vGPU's state travelling inside QEMU's stream. Figures:
+//! QEMU's total time and downtime, and the vGPU state's size from the
+//! source backend's log. The program must print progress on the
+//! destination afterwards. As `integration/tests/vm_migration.rs`, which
+//! also checks the program's result against a native run.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use vgpu_integration::qmp::Qmp;
+
+use super::devices::{self, Pair};
+use super::{Benchmark, Section};
+use crate::backend::{Backend, Launch};
+use crate::context::{args, vgpu_figure, Context};
+use crate::error::{io, Error, Result};
+use crate::guest::{Guest, RunningGuest};
+use crate::params;
+use crate::record::Figure;
+
+pub struct Migration;
+
+const SIZES_MIB: &[usize] = &[64, 256];
+const QUICK_SIZES_MIB: &[usize] = &[16];
+/// Each run boots two guests: quick mode makes do with one.
+const QUICK_RUNS: usize = 1;
+/// Never reached: the VMs are stopped once the destination runs on.
+const ITERATIONS: usize = 1_000_000;
+const MIGRATE_AT: &str = "PROGRESS 2\n";
+const PROGRAM: &str = "/opt/vgpu/bin/checkpoint_loop";
+/// Generous: TCG, two cores, two guests and two backends at once.
+const STEP_TIMEOUT: Duration = Duration::from_secs(300);
+const QMP_TIMEOUT: Duration = Duration::from_secs(30);
+const MIB: f64 = 1024.0 * 1024.0;
+
+struct Sample {
+    total_s: f64,
+    downtime_ms: f64,
+    state_bytes: f64,
+}
+
+impl Benchmark for Migration {
+    fn name(&self) -> &'static str {
+        "migration"
+    }
+
+    fn section(&self) -> Section {
+        Section::State
+    }
+
+    fn unavailable(&self, ctx: &Context) -> Option<String> {
+        if std::env::var("VGPU_SKIP_VM").is_ok_and(|v| v == "1") {
+            return Some("VGPU_SKIP_VM=1 is set".into());
+        }
+        if let Err(e) = Guest::find(&ctx.paths.root) {
+            return Some(e.to_string());
+        }
+        Pair::find(&ctx.paths.backend).err()
+    }
+
+    fn run(&self, ctx: &Context) -> Result<Vec<Figure>> {
+        let guest = Guest::find(&ctx.paths.root)?;
+        let pair = Pair::find(&ctx.paths.backend).map_err(Error::Unavailable)?;
+        let (sizes, runs) = if ctx.settings.quick {
+            (QUICK_SIZES_MIB, QUICK_RUNS)
+        } else {
+            (SIZES_MIB, ctx.settings.reps)
+        };
+        let mut figures = Vec::new();
+        for &size in sizes {
+            let samples = (0..runs)
+                .map(|run| migrate(ctx, &guest, &pair, size, run))
+                .collect::<Result<Vec<Sample>>>()?;
+            let of = |f: fn(&Sample) -> f64| samples.iter().map(f).collect::<Vec<f64>>();
+            for (name, unit, values) in [
+                ("migration_total_time", "s", of(|s| s.total_s)),
+                ("migration_downtime", "ms", of(|s| s.downtime_ms)),
+                ("migration_vgpu_state", "MiB", of(|s| s.state_bytes / MIB)),
+            ] {
+                let mut f = vgpu_figure(
+                    name,
+                    params![
+                        ("state_mib", size),
+                        ("guest", format!("QEMU {}", guest.accel))
+                    ],
+                    unit,
+                    false,
+                    &values,
+                )?;
+                f.device = Some(pair.describe());
+                figures.push(f);
+            }
+        }
+        Ok(figures)
+    }
+}
+
+fn migrate(
+    ctx: &Context,
+    guest: &Guest,
+    pair: &Pair,
+    size_mib: usize,
+    run: usize,
+) -> Result<Sample> {
+    let dir = ctx
+        .paths
+        .scratch
+        .join(format!("migration-{size_mib}-{run}"));
+    let (source_dir, dest_dir) = (dir.join("source"), dir.join("dest"));
+    for d in [&source_dir, &dest_dir] {
+        std::fs::create_dir_all(d).map_err(io("create", d))?;
+    }
+    // Declared before the guests, so dropped after them: a vhost-user
+    // backend that goes away under a live QEMU makes it abort.
+    let backend = |name: &str, device: &str| {
+        let launch = Launch {
+            env: devices::env(),
+            // The device-state lines are info.
+            log_level: "info",
+            ..Launch::new(&["--device".to_string(), device.to_string()])
+        };
+        ctx.launch_backend(name, &launch)
+    };
+    let mut source_backend = backend("migration-source", &pair.from.spec)?;
+    let dest_backend = backend("migration-dest", &pair.to.spec)?;
+
+    let program_args = args(&[("-m", size_mib), ("-i", ITERATIONS), ("-p", 1)]);
+    let mut source = guest.start(
+        source_backend.socket(),
+        &source_dir,
+        PROGRAM,
+        &program_args,
+        &[],
+    )?;
+    // Identical machine options; only the backend differs.
+    let mut dest = guest.start(
+        dest_backend.socket(),
+        &dest_dir,
+        PROGRAM,
+        &program_args,
+        &["-incoming", "defer"],
+    )?;
+    let mut dest_qmp = connect(&dest.qmp, &dest)?;
+    let mut source_qmp = connect(&source.qmp, &source)?;
+    qmp(
+        &mut dest_qmp,
+        "migrate-incoming",
+        json!({"uri": "tcp:127.0.0.1:0"}),
+    )?;
+    let incoming = qmp(&mut dest_qmp, "query-migrate", Value::Null)?;
+    let port = incoming["socket-address"][0]["port"]
+        .as_str()
+        .and_then(|p| p.parse::<u16>().ok())
+        .ok_or_else(|| Error::Migration(format!("no listening port in {incoming}")))?;
+
+    if !source.wait_for_console(MIGRATE_AT, STEP_TIMEOUT) {
+        return Err(failed(
+            &format!("the source guest never printed {MIGRATE_AT:?}"),
+            &source,
+            &source_backend,
+        ));
+    }
+    qmp(
+        &mut source_qmp,
+        "migrate",
+        json!({ "uri": format!("tcp:127.0.0.1:{port}") }),
+    )?;
+    let info = wait_for_migration(&mut source_qmp)?;
+    if info["status"] != "completed" {
+        return Err(failed(
+            &format!("the migration ended {}: {info}", info["status"]),
+            &source,
+            &source_backend,
+        ));
+    }
+    let field = |k: &str| {
+        info[k]
+            .as_f64()
+            .ok_or_else(|| Error::Migration(format!("no {k} in {info}")))
+    };
+    let (total_ms, downtime_ms) = (field("total-time")?, field("downtime")?);
+    source_backend
+        .wait_for_log("device state: sent ", QMP_TIMEOUT)
+        .map_err(|e| Error::Migration(format!("the source backend logged no state: {e}")))?;
+    let state_bytes = state_bytes(&source_backend.log()).ok_or_else(|| {
+        Error::Migration(format!(
+            "no bytes in the source backend's device-state line:\n{}",
+            source_backend.log()
+        ))
+    })?;
+    // The program runs on at the destination, on the other device.
+    if !dest.wait_for_console("PROGRESS ", STEP_TIMEOUT) {
+        return Err(failed(
+            "the program printed no progress on the destination",
+            &dest,
+            &dest_backend,
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(Sample {
+        total_s: total_ms / 1e3,
+        downtime_ms,
+        state_bytes: state_bytes as f64,
+    })
+}
+
+fn connect(socket: &Path, guest: &RunningGuest) -> Result<Qmp> {
+    Qmp::connect(socket, QMP_TIMEOUT).map_err(|e| {
+        Error::Migration(format!(
+            "QMP {}: {e}\n{}",
+            socket.display(),
+            guest.console()
+        ))
+    })
+}
+
+fn qmp(qmp: &mut Qmp, command: &str, arguments: Value) -> Result<Value> {
+    let arguments = (!arguments.is_null()).then_some(arguments);
+    qmp.execute(command, arguments)
+        .map_err(|e| Error::Migration(format!("QMP {command}: {e}")))
+}
+
+/// Polls the source's `query-migrate` until the migration has ended.
+fn wait_for_migration(source: &mut Qmp) -> Result<Value> {
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    loop {
+        let info = qmp(source, "query-migrate", Value::Null)?;
+        let status = info["status"].as_str().unwrap_or_default();
+        if ["completed", "failed", "cancelled"].contains(&status) {
+            return Ok(info);
+        }
+        if Instant::now() > deadline {
+            return Err(Error::Migration(format!(
+                "still {status} after {} s: {info}",
+                STEP_TIMEOUT.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn failed(what: &str, guest: &RunningGuest, backend: &Backend) -> Error {
+    Error::Migration(format!(
+        "{what}\nguest console:\n{}\nbackend log:\n{}",
+        last_lines(&guest.console(), 30),
+        last_lines(&backend.log(), 30)
+    ))
+}
+
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// `B` of the source backend's `device state: sent N session(s), B bytes
+/// (...)` line.
+fn state_bytes(log: &str) -> Option<u64> {
+    let line = log.lines().find(|l| l.contains("device state: sent "))?;
+    let after = &line[line.find("session(s), ")? + "session(s), ".len()..];
+    after.split_whitespace().next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_bytes_come_from_the_sent_line() {
+        let log = "[x INFO] front-end 1 connected\n\
+                   [y INFO vgpu_backend::migrate] device state: sent 1 session(s), 16781234 bytes (16777216 of buffers), drain 2ms\n";
+        assert_eq!(state_bytes(log), Some(16781234));
+        assert_eq!(
+            state_bytes("device state: received 1 session(s), 5 bytes"),
+            None
+        );
+    }
+}
