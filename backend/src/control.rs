@@ -148,7 +148,11 @@ fn run(
             let (id, vgpu) = registry.vm(vm_id(rest.first())?)?;
             let f = std::fs::File::open(file).map_err(|e| format!("cannot open {file}: {e}"))?;
             vgpu.pause();
-            let result = crate::snapshot::restore(&vgpu, std::io::BufReader::new(f));
+            let result = crate::snapshot::restore(
+                &vgpu,
+                std::io::BufReader::new(f),
+                crate::snapshot::Continuity::Unchecked,
+            );
             vgpu.resume();
             let report = result
                 .map_err(|e| format!("restore into front-end {id} failed: {}", error_chain(&e)))?;

@@ -26,11 +26,7 @@ impl InProcess {
             GuestRam::from_ranges(&[(GuestAddress(0), MEMORY)]).expect("anonymous guest memory");
         let exec = ExecSessions::open(executors, &crate::quota::Quota::new(Default::default()));
         InProcess {
-            state: SessionState {
-                exec,
-                opened: true,
-                closed: false,
-            },
+            state: SessionState::new(exec, true),
             mem: Arc::new(mem),
         }
     }

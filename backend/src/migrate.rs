@@ -61,7 +61,8 @@ pub fn start_transfer(
         })?,
         VhostTransferStateDirection::LOAD => thread.spawn(move || {
             let mut reader = io::BufReader::with_capacity(1 << 20, file);
-            match crate::snapshot::restore(&vgpu, &mut reader) {
+            match crate::snapshot::restore(&vgpu, &mut reader, crate::snapshot::Continuity::Checked)
+            {
                 Ok(report) => Ok(format!(
                     "received {} session(s), {} bytes ({} of buffers), rebuilt in {:?}",
                     report.sessions, report.stream_bytes, report.buffer_bytes, report.rebuild

@@ -316,8 +316,12 @@ fn accept_loop(listener: &mut Listener, registry: &Arc<Registry>) -> Result<(), 
             // Rebuilt before the front-end can send anything.
             let file = std::fs::File::open(&path)
                 .map_err(|e| ServerError::Restore(path.clone(), e.to_string()))?;
-            let report = crate::snapshot::restore(&vgpu, std::io::BufReader::new(file))
-                .map_err(|e| ServerError::Restore(path.clone(), error_chain(&e)))?;
+            let report = crate::snapshot::restore(
+                &vgpu,
+                std::io::BufReader::new(file),
+                crate::snapshot::Continuity::Checked,
+            )
+            .map_err(|e| ServerError::Restore(path.clone(), error_chain(&e)))?;
             log::info!(
                 "restored {} session(s), {} bytes of buffers, from {}",
                 report.sessions,

@@ -76,9 +76,45 @@ pub struct SessionState {
     pub exec: ExecSessions,
     pub opened: bool,
     pub closed: bool,
+    /// The sequence number of the last message run.
+    pub last_seq: u64,
+    /// After a restart or migration from saved state: the number the
+    /// guest's next message must carry. Any other means the guest sent
+    /// messages the state does not hold.
+    pub resumes_at: Option<u64>,
+    /// The objects are older than the guest's view of them: every call but
+    /// a close fails rather than compute on them.
+    pub stale: bool,
 }
 
 impl SessionState {
+    pub fn new(exec: ExecSessions, opened: bool) -> SessionState {
+        SessionState {
+            exec,
+            opened,
+            closed: false,
+            last_seq: 0,
+            resumes_at: None,
+            stale: false,
+        }
+    }
+
+    /// Notes a message's sequence number; the first after a resume must
+    /// follow the saved state's last one.
+    fn check_continuity(&mut self, seq: u64, closes: bool) {
+        if let Some(expected) = self.resumes_at.take() {
+            if seq != expected && !closes {
+                log::warn!(
+                    "restored session: the guest's next message is number {seq}, the saved \
+                     state ends before {expected}; its calls after the state was taken are \
+                     lost, so the session fails from now on"
+                );
+                self.stale = true;
+            }
+        }
+        self.last_seq = self.last_seq.max(seq);
+    }
+
     pub fn run_batch(&mut self, chain: &mut ResolvedChain) -> Vec<u8> {
         let batch = match decode(&chain.request) {
             Ok(batch) => batch,
@@ -89,6 +125,8 @@ impl SessionState {
         };
         let mut reply = ReplyBuilder::new(batch.header.reply_capacity);
         for message in batch.messages {
+            let closes = matches!(message.body, Ok(Request::CloseSession(_)));
+            self.check_continuity(message.seq, closes);
             let result = match message.body {
                 Err(e) => {
                     log::debug!("message {:#x} does not decode: {e}", message.opcode);
@@ -107,6 +145,9 @@ impl SessionState {
     fn run(&mut self, request: &Request, chain: &mut ResolvedChain) -> Result<Vec<u8>, Status> {
         if self.closed {
             return Err(Status::INVALID_OPERATION);
+        }
+        if self.stale && !matches!(request, Request::CloseSession(_)) {
+            return Err(Status::DEVICE_NOT_AVAILABLE);
         }
         match request {
             Request::OpenSession(m) => {

@@ -87,14 +87,14 @@ fn save_sessions(sessions: &mut [(u64, &mut SessionState)]) -> Result<Vec<SavedS
         if !session.opened || session.closed {
             continue;
         }
-        saved.push(save_session(*id, &mut session.exec)?);
+        saved.push(save_session(*id, &mut session.exec, session.last_seq)?);
     }
     Ok(saved)
 }
 
 /// Captures one session: the parts it has on each executor (OpenCL
 /// objects, CUDA objects), merged into one record of the newest version.
-fn save_session(id: u64, exec: &mut ExecSessions) -> Result<SavedSession, Error> {
+fn save_session(id: u64, exec: &mut ExecSessions, last_seq: u64) -> Result<SavedSession, Error> {
     let mut state = m::SessionStateV2 {
         id,
         protocol_version: 1,
@@ -165,7 +165,11 @@ fn save_session(id: u64, exec: &mut ExecSessions) -> Result<SavedSession, Error>
     }
     opencl_buffers.extend(cuda_buffers);
     Ok(SavedSession {
-        state: state.into(),
+        state: m::SessionStateV3 {
+            objects: state,
+            last_seq,
+        }
+        .into(),
         buffers: opencl_buffers,
         drain,
     })
@@ -175,6 +179,8 @@ fn save_session(id: u64, exec: &mut ExecSessions) -> Result<SavedSession, Error>
 /// and where its buffers' contents go.
 struct Rebuilt {
     id: u64,
+    /// The last message the session ran when it was saved, if recorded.
+    last_seq: Option<u64>,
     parts: Vec<(usize, Box<dyn crate::executor::ExecSession>)>,
     sinks: HashMap<u64, Box<dyn crate::executor::BufferSink>>,
 }
@@ -186,12 +192,13 @@ fn rebuild_session(
 ) -> Result<Rebuilt, Error> {
     let mut rebuilt = Rebuilt {
         id: session.id(),
+        last_seq: session.last_seq(),
         parts: Vec::new(),
         sinks: HashMap::new(),
     };
     let (opencl, cuda) = match session {
         m::SessionState::V1(s) => (Some(std::borrow::Cow::Borrowed(s)), None),
-        m::SessionState::V2(s) => (
+        m::SessionState::V2(s) | m::SessionState::V3(m::SessionStateV3 { objects: s, .. }) => (
             s.has_opencl().then(|| std::borrow::Cow::Owned(s.opencl())),
             s.cuda.is_some().then(|| s.cuda_only()),
         ),
@@ -349,17 +356,40 @@ fn load<R: Read>(
     Ok((restored, profile.unwrap_or_default()))
 }
 
+/// Whether restored sessions check that their guest goes on from where
+/// the state was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Continuity {
+    /// The guest goes on (a restart, a migration): a session whose guest
+    /// sent messages the state does not hold fails instead of computing on
+    /// stale objects.
+    Checked,
+    /// An operator rolls a running vGPU back on purpose.
+    Unchecked,
+}
+
 /// Replaces the vGPU's sessions with those of a stream (a checkpoint),
 /// rebuilt on the vGPU's devices: OpenCL objects on its OpenCL device, CUDA
 /// objects on its CUDA device. Nothing changes unless the whole stream is
 /// valid and every object could be rebuilt.
-pub fn restore<R: Read>(vgpu: &Arc<Vgpu>, input: R) -> Result<Report, Error> {
+pub fn restore<R: Read>(
+    vgpu: &Arc<Vgpu>,
+    input: R,
+    continuity: Continuity,
+) -> Result<Report, Error> {
     let executors = vgpu.executors();
     let mut report = Report::default();
     let (restored, profile) = load(input, &executors, &mut report)?;
     let sessions = restored
         .into_iter()
-        .map(|r| (r.id, exec_sessions(&executors, r.parts, vgpu.quota())))
+        .map(|r| {
+            let resumes_at = match continuity {
+                Continuity::Checked => r.last_seq.map(|seq| seq + 1),
+                Continuity::Unchecked => None,
+            };
+            let exec = exec_sessions(&executors, r.parts, vgpu.quota());
+            (r.id, exec, resumes_at)
+        })
         .collect();
     vgpu.replace_sessions(sessions);
     vgpu.set_profile_seen(profile);
@@ -556,8 +586,9 @@ mod tests {
             executors: Vec::new(),
             sessions: vec![Box::new(Fake(opencl_part(3))), Box::new(Fake(cuda_part(3)))],
         };
-        let saved = save_session(3, &mut exec).unwrap();
-        assert_eq!(saved.state.version(), 2);
+        let saved = save_session(3, &mut exec, 41).unwrap();
+        assert_eq!(saved.state.version(), 3);
+        assert_eq!(saved.state.last_seq(), Some(41));
         let state = m::VgpuState::V1(m::VgpuStateV1 {
             profile: Default::default(),
             device: Default::default(),
@@ -593,7 +624,7 @@ mod tests {
             executors: Vec::new(),
             sessions: Vec::new(),
         };
-        let saved = save_session(5, &mut exec).unwrap();
+        let saved = save_session(5, &mut exec, 7).unwrap();
         let session = saved.state.latest();
         assert_eq!((session.id, session.has_opencl()), (5, false));
         assert_eq!(session.cuda, None);

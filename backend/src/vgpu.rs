@@ -175,21 +175,21 @@ impl Vgpu {
     }
 
     /// Replaces every session with restored ones (a restore from a file).
-    pub(crate) fn replace_sessions(self: &Arc<Self>, restored: Vec<(u64, ExecSessions)>) {
+    /// `resumes_at` is each session's first expected message number, for
+    /// a guest that goes on from the saved state.
+    pub(crate) fn replace_sessions(
+        self: &Arc<Self>,
+        restored: Vec<(u64, ExecSessions, Option<u64>)>,
+    ) {
         let mut map = self.sessions();
         for worker in map.values() {
             (worker.abort.lock().unwrap_or_else(|e| e.into_inner()))();
         }
         map.clear();
-        for (id, exec) in restored {
-            let worker = self.spawn_worker(
-                id,
-                SessionState {
-                    exec,
-                    opened: true,
-                    closed: false,
-                },
-            );
+        for (id, exec, resumes_at) in restored {
+            let mut state = SessionState::new(exec, true);
+            state.resumes_at = resumes_at;
+            let worker = self.spawn_worker(id, state);
             map.insert(id, worker);
         }
     }
@@ -290,14 +290,7 @@ impl Vgpu {
                 return complete(chain, ReplyBuilder::refused(Status::OUT_OF_RESOURCES), done);
             }
             let exec = ExecSessions::open(&self.executors(), &self.quota);
-            let worker = self.spawn_worker(
-                header.session,
-                SessionState {
-                    exec,
-                    opened: false,
-                    closed: false,
-                },
-            );
+            let worker = self.spawn_worker(header.session, SessionState::new(exec, false));
             sessions.insert(header.session, worker);
         }
         let worker = sessions.get(&header.session).expect("inserted above");

@@ -5,7 +5,7 @@ mod common;
 
 use common::{Backend, RawFrontend};
 use vgpu_protocol::messages::*;
-use vgpu_protocol::{ArgKind, DataRef, Request};
+use vgpu_protocol::{ArgKind, DataRef, Request, Status};
 
 const N: usize = 4096;
 const SOURCE: &[u8] =
@@ -255,11 +255,13 @@ fn checkpoint_then_restart_finishes_like_an_undisturbed_run() {
     );
     assert!(out.contains(r#""buffer_bytes": 32768"#), "{out}");
     let saved = std::fs::read(&file).unwrap();
+    let next_seq = raw.next_seq;
     drop(raw);
     drop(backend); // the first backend is gone
 
     let restarted = Backend::start_with(&["--restore", file.to_str().unwrap()], &[]);
     let mut raw = restarted.raw();
+    raw.next_seq = next_seq;
     // The session goes on where it was: same handles, same kernel arguments.
     steps(&mut raw, 5, 10);
     assert_eq!(
@@ -269,6 +271,43 @@ fn checkpoint_then_restart_finishes_like_an_undisturbed_run() {
     );
     assert!(restarted.status().contains(r#""kernels": 1"#));
     assert_eq!(saved, std::fs::read(&file).unwrap());
+    let _ = std::fs::remove_file(&file);
+}
+
+/// A restart from a checkpoint older than the guest's last calls: the
+/// guest's work since is not in it, so the session fails with an error
+/// instead of computing on stale buffers.
+#[test]
+fn restart_from_a_checkpoint_the_guest_has_moved_past_fails_the_session() {
+    let backend = Backend::start();
+    let mut raw = backend.raw();
+    setup(&mut raw);
+    steps(&mut raw, 0, 5);
+    let file = std::env::temp_dir().join(format!("vgpu-stale-{}.ckpt", std::process::id()));
+    assert_ctl_ok(&backend, &["checkpoint", file.to_str().unwrap()]);
+    steps(&mut raw, 5, 8); // not in the checkpoint
+    let next_seq = raw.next_seq;
+    drop(raw);
+    drop(backend);
+
+    let restarted = Backend::start_with(&["--restore", file.to_str().unwrap()], &[]);
+    let mut raw = restarted.raw();
+    raw.next_seq = next_seq;
+    let reply = raw.batch(1, &[Finish { queue: 2 }.into()]);
+    assert_eq!(
+        reply.records[0].status,
+        Status::DEVICE_NOT_AVAILABLE,
+        "{reply:?}"
+    );
+    let reply = raw.batch(1, &[Finish { queue: 2 }.into()]);
+    assert_eq!(
+        reply.records[0].status,
+        Status::DEVICE_NOT_AVAILABLE,
+        "{reply:?}"
+    );
+    // The guest can still close the session.
+    let reply = raw.batch(1, &[CloseSession {}.into()]);
+    assert!(reply.records[0].status.is_success(), "{reply:?}");
     let _ = std::fs::remove_file(&file);
 }
 

@@ -127,6 +127,9 @@ impl Drop for Backend {
 /// A front-end that writes chains by hand into its guest memory.
 pub struct RawFrontend {
     pub dev: LoopbackDevice,
+    /// The next message's sequence number: one count for every batch, as
+    /// the guest library numbers a session's messages.
+    pub next_seq: u64,
 }
 
 pub const TIMEOUT: Duration = Duration::from_secs(20);
@@ -135,6 +138,7 @@ impl RawFrontend {
     pub fn connect(socket: &Path) -> RawFrontend {
         RawFrontend {
             dev: LoopbackDevice::connect(socket, &LoopbackConfig::default()).expect("connect"),
+            next_seq: 1,
         }
     }
 
@@ -187,8 +191,9 @@ impl RawFrontend {
     /// Runs requests as one batch of `session` and decodes the reply.
     pub fn batch(&mut self, session: u64, requests: &[Request]) -> Reply {
         let mut builder = BatchBuilder::new(0);
-        for (seq, r) in requests.iter().enumerate() {
-            builder.push(seq as u64 + 1, r);
+        for r in requests {
+            builder.push(self.next_seq, r);
+            self.next_seq += 1;
         }
         let reply_len = 64 << 10;
         let bytes = builder.finish(session, reply_len);
@@ -205,8 +210,9 @@ impl RawFrontend {
         in_len: u32,
     ) -> (Reply, Vec<u8>) {
         let mut builder = BatchBuilder::new(0);
-        for (seq, r) in requests.iter().enumerate() {
-            builder.push(seq as u64 + 1, r);
+        for r in requests {
+            builder.push(self.next_seq, r);
+            self.next_seq += 1;
         }
         let reply_len = 64 << 10;
         let bytes = builder.finish(session, reply_len);

@@ -537,12 +537,30 @@ mod tests {
     fn unknown_session_versions_are_refused() {
         use crate::state::*;
         let mut e = crate::codec::Encoder::new();
-        e.u32(3);
+        e.u32(4);
         let err = from_bytes::<SessionState>(&e.into_bytes()).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unsupported session state version 3 (this build reads 1..=2)"
+            "unsupported session state version 4 (this build reads 1..=3)"
         );
+    }
+
+    #[test]
+    fn a_v3_session_round_trips_with_its_last_message_number() {
+        use crate::state::*;
+        let session = SessionState::V3(SessionStateV3 {
+            objects: SessionStateV2 {
+                id: 6,
+                protocol_version: 1,
+                ..Default::default()
+            },
+            last_seq: 1234,
+        });
+        let back = from_bytes::<SessionState>(&crate::codec::to_bytes(&session)).unwrap();
+        assert_eq!(back, session);
+        assert_eq!(back.last_seq(), Some(1234));
+        assert_eq!(back.id(), 6);
+        assert_eq!(SessionState::V2(back.clone().latest()).last_seq(), None);
     }
 
     #[test]

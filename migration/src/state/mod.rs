@@ -8,8 +8,10 @@
 //! with an upgrade from the previous one, and the decoder keeps reading
 //! every released version. `latest()` gives the newest form of any of them.
 //!
-//! Released: `VgpuState::V1`; `SessionState::V1` (OpenCL objects) and
-//! `SessionState::V2` (the same, plus the session's CUDA objects).
+//! Released: `VgpuState::V1`; `SessionState::V1` (OpenCL objects),
+//! `SessionState::V2` (the same, plus the session's CUDA objects) and
+//! `SessionState::V3` (V2, plus the sequence number of the last message the
+//! session ran).
 
 mod cuda;
 mod device;
@@ -38,7 +40,7 @@ use crate::profile::Profile;
 /// The newest version of `VgpuState` this build writes.
 pub const STATE_VERSION: u32 = 1;
 /// The newest version of `SessionState` this build writes.
-pub const SESSION_STATE_VERSION: u32 = 2;
+pub const SESSION_STATE_VERSION: u32 = 3;
 
 /// A whole vGPU, as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +65,7 @@ record! {
 pub enum SessionState {
     V1(SessionStateV1),
     V2(SessionStateV2),
+    V3(SessionStateV3),
 }
 
 record! {
@@ -103,6 +106,18 @@ record! {
         pub pending: Vec<PendingCommand>,
         /// The session's CUDA objects, if it has any.
         pub cuda: Option<CudaSessionState>,
+    }
+}
+
+record! {
+    /// A session's objects (as in `SessionStateV2`) and where its guest's
+    /// message sequence stood: a restore can tell whether the guest sent
+    /// messages after the state was taken, which the state does not hold.
+    pub struct SessionStateV3 {
+        pub objects: SessionStateV2,
+        /// The sequence number of the last message the session ran (0:
+        /// none).
+        pub last_seq: u64,
     }
 }
 
@@ -225,6 +240,7 @@ impl VgpuState {
                         .collect(),
                 ),
                 SessionState::V2(s) => (s.id, s.streamed().collect()),
+                SessionState::V3(s) => (s.objects.id, s.objects.streamed().collect()),
             };
             out.extend(streamed.into_iter().map(|(buffer, size)| StreamedBuffer {
                 session: id,
@@ -256,6 +272,16 @@ impl SessionState {
         match self {
             SessionState::V1(session) => session.into(),
             SessionState::V2(session) => session,
+            SessionState::V3(session) => session.objects,
+        }
+    }
+
+    /// The sequence number of the last message the session ran, where the
+    /// version records it.
+    pub fn last_seq(&self) -> Option<u64> {
+        match self {
+            SessionState::V1(_) | SessionState::V2(_) => None,
+            SessionState::V3(session) => Some(session.last_seq),
         }
     }
 
@@ -263,6 +289,7 @@ impl SessionState {
         match self {
             SessionState::V1(session) => session.id,
             SessionState::V2(session) => session.id,
+            SessionState::V3(session) => session.objects.id,
         }
     }
 
@@ -270,6 +297,7 @@ impl SessionState {
         match self {
             SessionState::V1(_) => 1,
             SessionState::V2(_) => 2,
+            SessionState::V3(_) => 3,
         }
     }
 }
@@ -289,6 +317,12 @@ impl From<SessionStateV1> for SessionState {
 impl From<SessionStateV2> for SessionState {
     fn from(session: SessionStateV2) -> Self {
         SessionState::V2(session)
+    }
+}
+
+impl From<SessionStateV3> for SessionState {
+    fn from(session: SessionStateV3) -> Self {
+        SessionState::V3(session)
     }
 }
 
@@ -318,6 +352,7 @@ impl Codec for SessionState {
         match self {
             SessionState::V1(session) => session.encode(e),
             SessionState::V2(session) => session.encode(e),
+            SessionState::V3(session) => session.encode(e),
         }
     }
 
@@ -325,6 +360,7 @@ impl Codec for SessionState {
         match d.u32()? {
             1 => Ok(SessionState::V1(SessionStateV1::decode(d)?)),
             2 => Ok(SessionState::V2(SessionStateV2::decode(d)?)),
+            3 => Ok(SessionState::V3(SessionStateV3::decode(d)?)),
             version => Err(unsupported("session state", version, SESSION_STATE_VERSION)),
         }
     }

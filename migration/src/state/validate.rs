@@ -192,16 +192,20 @@ pub(super) fn vgpu(state: &VgpuState) -> Check {
         }
         match session {
             SessionState::V1(s) => opencl(&OpenCl::from(s))?,
-            SessionState::V2(s) => {
-                opencl(&OpenCl::from(s))?;
-                if let Some(c) = &s.cuda {
-                    cuda(id, c)?;
-                }
-                streamed_ids(id, s)?;
-            }
+            SessionState::V2(s) => objects(id, s)?,
+            SessionState::V3(s) => objects(id, &s.objects)?,
         }
     }
     Ok(())
+}
+
+/// Checks a session's OpenCL and CUDA objects (version 2 and later).
+fn objects(id: u64, s: &SessionStateV2) -> Check {
+    opencl(&OpenCl::from(s))?;
+    if let Some(c) = &s.cuda {
+        cuda(id, c)?;
+    }
+    streamed_ids(id, s)
 }
 
 /// The OpenCL records of a session, whichever version holds them.

@@ -153,9 +153,11 @@ impl Executor for CudaExecutor {
                 session: self.open_session(),
                 sinks: Default::default(),
             }),
-            vgpu_migration::SessionState::V2(state) => {
-                snapshot::restore(self.shared.clone(), state)
-            }
+            vgpu_migration::SessionState::V2(state)
+            | vgpu_migration::SessionState::V3(vgpu_migration::SessionStateV3 {
+                objects: state,
+                ..
+            }) => snapshot::restore(self.shared.clone(), state),
         }
     }
 }

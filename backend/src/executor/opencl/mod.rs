@@ -176,7 +176,11 @@ impl Executor for OpenClExecutor {
         // A newer session state carries the OpenCL objects beside others.
         let state = match state {
             vgpu_migration::SessionState::V1(state) => std::borrow::Cow::Borrowed(state),
-            vgpu_migration::SessionState::V2(state) => std::borrow::Cow::Owned(state.opencl()),
+            vgpu_migration::SessionState::V2(state)
+            | vgpu_migration::SessionState::V3(vgpu_migration::SessionStateV3 {
+                objects: state,
+                ..
+            }) => std::borrow::Cow::Owned(state.opencl()),
         };
         let session = self.new_session();
         session.restore_session(&state, &self.identity())

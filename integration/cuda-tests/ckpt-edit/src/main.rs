@@ -8,7 +8,9 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter};
 use std::process::ExitCode;
 
-use vgpu_migration::{CudaArch, Item, SessionState, StreamReader, StreamWriter, VgpuState};
+use vgpu_migration::{
+    CudaArch, Item, SessionState, SessionStateV3, StreamReader, StreamWriter, VgpuState,
+};
 
 fn summary(path: &str) -> Result<(), String> {
     let file = File::open(path).map_err(|e| format!("{path}: {e}"))?;
@@ -79,12 +81,19 @@ fn retarget(input: &str, output: &str, sm: u32) -> Result<(), String> {
             Item::State(state) => {
                 let VgpuState::V1(mut state) = *state;
                 for session in state.sessions.iter_mut() {
+                    let last_seq = session.last_seq();
                     let mut s = session.clone().latest();
                     for m in s.cuda.iter_mut().flat_map(|c| c.modules.iter_mut()) {
                         m.ptx_target = None;
                         m.cubin_archs = vec![CudaArch::from_sm(sm)];
                     }
-                    *session = SessionState::V2(s);
+                    *session = match last_seq {
+                        Some(last_seq) => SessionState::V3(SessionStateV3 {
+                            objects: s,
+                            last_seq,
+                        }),
+                        None => SessionState::V2(s),
+                    };
                 }
                 writer
                     .write_state(&VgpuState::V1(state))
