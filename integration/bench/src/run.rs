@@ -46,7 +46,10 @@ pub fn run(options: &Options) -> Result<Outcome> {
     let started = Instant::now();
     let out = &options.out;
     std::fs::create_dir_all(out).map_err(io("create", out))?;
-    let programs = options.root.join("target/bench-programs");
+    // Absolute: make runs in the programs' own directories (`make -C`), so
+    // a relative OUT (`--root .`) would land below them.
+    let programs = std::path::absolute(options.root.join("target/bench-programs"))
+        .map_err(io("resolve", &options.root))?;
     build_programs(&options.root, &programs)?;
 
     let scratch = std::env::temp_dir().join(format!("vgpu-bench-{}", std::process::id()));
