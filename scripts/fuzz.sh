@@ -13,7 +13,10 @@
 #                      stream_sealed and state_decode (each may be named)
 #
 # --time SECONDS  per target (default 60)
-# --smoke         10 s per target, for the test command. Without nightly or
+# --smoke         for the test command: a fixed seed and a fixed number of
+#                 executions per target (at most 30 s each), so that every
+#                 machine runs the same inputs and a CI run cannot fail on
+#                 a new input a fuzzing campaign should find. Without nightly or
 #                 cargo-fuzz it runs the stable-Rust corpus replay and
 #                 mutation sweeps of fuzz/tests/ instead (no libFuzzer, no
 #                 ASan) and says so; without an OpenCL device the
@@ -28,8 +31,6 @@
 # findings per target) goes to fuzz/target/fuzz-summary.txt.
 #
 # VGPU_FUZZ_STABLE=1 makes --smoke take the stable path even with nightly.
-# VGPU_FUZZ_AVOID_KNOWN=1 lets backend_dispatch skip inputs that only find
-# a reported, not yet fixed finding again (see fuzz/src/dispatch.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -41,7 +42,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --time) time_s=${2:?--time needs SECONDS}; shift 2 ;;
     --time=*) time_s=${1#--time=}; shift ;;
-    --smoke) smoke=1; time_s=10; shift ;;
+    --smoke) smoke=1; time_s=30; shift ;;
     -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     -*) echo "fuzz: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
@@ -80,6 +81,16 @@ for t in "${targets[@]}"; do
   esac
 done
 
+# Executions of a smoke run: about 10 s per target on the 2-core machine
+# the project is developed on (the dispatcher runs OpenCL on PoCL).
+smoke_runs() {
+  case "$1" in
+    backend_dispatch) echo 150 ;;
+    protocol_decode) echo 30000 ;;
+    *) echo 100000 ;;
+  esac
+}
+
 crate_of() {
   case "$1" in
     protocol_decode|backend_dispatch) echo fuzz ;;
@@ -108,12 +119,26 @@ for t in "${expanded[@]}"; do
   regressions=$root/fuzz/regressions/$t
   [ -d "$regressions" ] && dirs+=("$regressions")
   log=$root/fuzz/target/fuzz-$t.log
-  echo "fuzz: $t for ${time_s} s (log: $log)"
+  if [ "$smoke" = 1 ]; then
+    plan="seed 1"
+  else
+    plan="random seed"
+  fi
+  echo "fuzz: $t, ${time_s} s at most, $plan (log: $log)"
   status=0
+  limits=(-max_total_time="$time_s")
+  if [ "$smoke" = 1 ]; then
+    # The smoke run uses only the committed inputs, not a working corpus
+    # left by earlier campaigns, so that it is the same everywhere.
+    dirs=("$work/smoke" "$seeds")
+    rm -rf "$work/smoke"; mkdir -p "$work/smoke"
+    [ -d "$regressions" ] && dirs+=("$regressions")
+    limits+=(-seed=1 -runs="$(smoke_runs "$t")")
+  fi
   # (cargo fuzz builds with optimizations, debug assertions and overflow
   # checks, and AddressSanitizer by default.)
   (cd "$root/$crate" && cargo +nightly fuzz run "$t" "${dirs[@]}" -- \
-    -max_total_time="$time_s" -timeout=30 -rss_limit_mb=4096 \
+    "${limits[@]}" -timeout=30 -rss_limit_mb=4096 \
     -print_final_stats=1 -close_fd_mask=1) >"$log" 2>&1 || status=$?
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
   # A crash ends the run before the final stats: take the last status line.
@@ -121,7 +146,7 @@ for t in "${expanded[@]}"; do
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
   units=$(find "$work" -type f | wc -l)
   if [ "$status" = 0 ]; then
-    line="$t: ${runs:-?} executions in ${time_s} s, coverage ${cov:-?}, corpus $units, no finding"
+    line="$t: ${runs:-?} executions ($plan), coverage ${cov:-?}, corpus $units, no finding"
   else
     artifact=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -n 1)
     line="$t: FINDING after ${runs:-?} executions: ${artifact:-see $log}"

@@ -18,7 +18,7 @@
 //! payload carries the host's platform or device pointer.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use arbitrary::{Result, Unstructured};
@@ -166,49 +166,6 @@ struct Model {
     pending_user_events: BTreeSet<u64>,
     /// The last program binary a `GetInfo` returned, fed back mutated.
     binary: Option<Vec<u8>>,
-    /// Kernels that were given a `__local` argument (see [`avoid_known`]).
-    local_arg_kernels: BTreeSet<u64>,
-}
-
-/// `VGPU_FUZZ_AVOID_KNOWN=1`: skip batches that would only find again a
-/// finding already reported and not fixed yet, so a campaign gets past it.
-/// Each is kept under `regressions/` and replayed by the smoke run.
-///
-/// - `clone-kernel-after-local-arg`: `CloneKernel` of a kernel whose
-///   `__local` argument was set; PoCL 3.1's clEnqueueNDRangeKernel then
-///   reads the local size's worth of bytes past a 16-byte heap block.
-/// - `nd-range-2-pow-3x-work-groups`: `EnqueueNdRange` with 2^32 or more
-///   work-groups; PoCL 3.1's pthread device counts them in 32 bits and
-///   crashes (SIGSEGV in a worker thread) or fails an assertion
-///   (`get_wg_index_range: max_wgs > 0`, SIGABRT).
-/// - `empty-program-source`: `CreateProgramWithSource` with no bytes; the
-///   backend passes a length of 0, which OpenCL reads as "NUL-terminated",
-///   and PoCL runs `strlen` on a dangling pointer (SIGSEGV).
-/// - `edited-pocl-binary`: `CreateProgramWithBinary` of a PoCL binary
-///   other than one the backend handed out; PoCL unpacks its file tree
-///   with guest-chosen names (files written outside its cache) and checks
-///   its sizes with assertions (SIGABRT).
-/// - `queue-on-device`: `CreateQueue` asking for `CL_QUEUE_ON_DEVICE`;
-///   PoCL 3.1 prints "Device side queue is unimplemented" and calls
-///   `exit()`, which ends the whole backend.
-fn avoid_known() -> bool {
-    match AVOID_KNOWN.load(Ordering::Relaxed) {
-        0 => {
-            let on = std::env::var_os("VGPU_FUZZ_AVOID_KNOWN").is_some_and(|v| v == "1");
-            AVOID_KNOWN.store(if on { 2 } else { 1 }, Ordering::Relaxed);
-            on
-        }
-        state => state == 2,
-    }
-}
-
-/// 0: not decided yet (the environment decides), 1: off, 2: on.
-static AVOID_KNOWN: AtomicU8 = AtomicU8::new(0);
-
-/// Overrides `VGPU_FUZZ_AVOID_KNOWN` (the stable sweeps avoid known
-/// findings: their reproducers are tests of their own).
-pub fn set_avoid_known(on: bool) {
-    AVOID_KNOWN.store(if on { 2 } else { 1 }, Ordering::Relaxed);
 }
 
 /// Mostly 1..=3, so objects meet; 4..=6 less often; now and then none
@@ -655,21 +612,6 @@ fn operation(u: &mut Unstructured<'_>, model: &Model) -> Result<Request> {
     })
 }
 
-/// Whether queue properties ask for a device-side queue.
-fn asks_on_device(properties: &[u64]) -> bool {
-    properties
-        .chunks(2)
-        .any(|p| p[0] == 0x1094 || (p[0] == 0x1093 && p.get(1).is_some_and(|v| v & 0xc != 0)))
-}
-
-/// Work-groups a launch asks for (a local size of 0 counted as 1).
-fn work_groups(m: &EnqueueNdRange) -> u128 {
-    let dims = (m.work_dim as usize).clamp(1, 3);
-    (0..dims)
-        .map(|d| u128::from(m.global[d]).div_ceil(u128::from(m.local[d].max(1))))
-        .fold(1u128, |a, b| a.saturating_mul(b))
-}
-
 /// Whether a call may block until a user event is set.
 fn may_block(request: &Request) -> bool {
     match request {
@@ -780,37 +722,8 @@ impl Run {
         let mut set_here = BTreeSet::new();
         let mut set_before_block = BTreeSet::new();
         let mut blocks = false;
-        let mut local_arg_kernels = self.model.local_arg_kernels.clone();
         for message in &messages {
             match &message.body {
-                Ok(Request::SetKernelArg(m))
-                    if m.arg_kind == vgpu_protocol::ArgKind::Local as u32 =>
-                {
-                    local_arg_kernels.insert(m.kernel);
-                }
-                Ok(Request::CloneKernel(m))
-                    if avoid_known() && local_arg_kernels.contains(&m.source) =>
-                {
-                    return;
-                }
-                Ok(Request::CreateProgramWithBinary(m))
-                    if avoid_known()
-                        && m.binary.starts_with(b"poclbin")
-                        && self.model.binary.as_ref() != Some(&m.binary) =>
-                {
-                    return;
-                }
-                Ok(Request::CreateProgramWithSource(m)) if avoid_known() && m.source.is_empty() => {
-                    return;
-                }
-                Ok(Request::CreateQueue(m)) if avoid_known() && asks_on_device(&m.properties) => {
-                    return;
-                }
-                Ok(Request::EnqueueNdRange(m))
-                    if avoid_known() && work_groups(m) > u32::MAX.into() =>
-                {
-                    return;
-                }
                 Ok(Request::CreateUserEvent(m)) => {
                     created_here.insert(m.event);
                 }
@@ -833,7 +746,6 @@ impl Run {
                 _ => {}
             }
         }
-        self.model.local_arg_kernels = local_arg_kernels;
         if blocks {
             let sets: Vec<Request> = std::mem::take(&mut self.model.pending_user_events)
                 .into_iter()

@@ -109,9 +109,6 @@ fn backend_dispatch_survives_mutated_seeds() {
         eprintln!("skipped: no OpenCL device");
         return;
     }
-    // Known, open findings would end this process: their reproducers are
-    // tests of their own (backend/tests/faults.rs).
-    vgpu_fuzz::dispatch::set_avoid_known(true);
     sweep(
         "backend_dispatch",
         300 * scale(),
