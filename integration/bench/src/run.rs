@@ -44,6 +44,9 @@ pub struct Outcome {
 
 pub fn run(options: &Options) -> Result<Outcome> {
     let started = Instant::now();
+    // Before anything is written: the report and JSON may be tracked files
+    // of this very tree, and would make it look modified.
+    let commit = source_commit(&options.root);
     let out = &options.out;
     std::fs::create_dir_all(out).map_err(io("create", out))?;
     // Absolute: make runs in the programs' own directories (`make -C`), so
@@ -75,13 +78,18 @@ pub fn run(options: &Options) -> Result<Outcome> {
     }
     let runner = Runner::new(&paths.icd, &scratch, options.timeout, options.verbose)?;
     let ctx = Context::new(options.settings.clone(), paths, runner)?;
-    let result = measure(options, &ctx, started);
+    let result = measure(options, &ctx, started, commit);
     drop(ctx);
     let _ = std::fs::remove_dir_all(&scratch);
     result
 }
 
-fn measure(options: &Options, ctx: &Context, started: Instant) -> Result<Outcome> {
+fn measure(
+    options: &Options,
+    ctx: &Context,
+    started: Instant,
+    commit: Option<String>,
+) -> Result<Outcome> {
     let machine = Machine::detect();
     let probe = ctx.bench_program("roundtrip");
     let probe_args: Vec<String> = ["-r", "1", "-c", "10"].map(String::from).to_vec();
@@ -184,11 +192,7 @@ fn measure(options: &Options, ctx: &Context, started: Instant) -> Result<Outcome
         quick: options.settings.quick,
         seconds: started.elapsed().as_secs_f64(),
         load: load_range(&loads),
-        // VGPU_BENCH_COMMIT names the source of a tree that is not a checkout
-        // (e.g. a `git archive` export).
-        commit: std::env::var("VGPU_BENCH_COMMIT")
-            .ok()
-            .or_else(|| command_line(&options.root, "git", &["describe", "--always", "--dirty"])),
+        commit,
         date: command_line(&options.root, "date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
     };
     let report = Report {
@@ -262,6 +266,14 @@ fn relative(path: &Path, base: &Path) -> String {
         .unwrap_or(&path)
         .display()
         .to_string()
+}
+
+/// The source the run measures: `VGPU_BENCH_COMMIT` names it for a tree
+/// that is not a checkout (e.g. a `git archive` export).
+fn source_commit(root: &Path) -> Option<String> {
+    std::env::var("VGPU_BENCH_COMMIT")
+        .ok()
+        .or_else(|| command_line(root, "git", &["describe", "--always", "--dirty"]))
 }
 
 /// The first line a command prints, if it succeeds.
