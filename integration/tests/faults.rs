@@ -278,17 +278,9 @@ fn qemu_killed_while_its_guest_runs_opencl_frees_the_vgpu() {
 /// program goes on to a verified result.
 #[test]
 fn backend_killed_under_a_running_vm_comes_back_from_its_checkpoint() {
-    let Some((qemu, image)) = vm_parts() else {
+    let Some((dir, backend, mut guest)) = guest_well_into_its_loop("fault-kill-backend") else {
         return;
     };
-    let dir = paths::scratch("fault-kill-backend");
-    let backend = Backend::start(&dir, &[]);
-    let mut guest = start_reconnecting_guest(&qemu, &image, &dir, &backend.socket);
-    assert!(
-        guest.wait_for_console("PROGRESS 10", BOOT_TIMEOUT),
-        "{}",
-        guest.console()
-    );
     let checkpoint = dir.join("vgpu.ckpt");
     let out = Command::new(paths::target_dir().join("vgpu-ctl"))
         .arg("--control")
@@ -327,17 +319,9 @@ fn backend_killed_under_a_running_vm_comes_back_from_its_checkpoint() {
 /// program reports, instead of waiting forever.
 #[test]
 fn backend_restarted_without_its_state_fails_the_guests_calls_cleanly() {
-    let Some((qemu, image)) = vm_parts() else {
+    let Some((dir, backend, mut guest)) = guest_well_into_its_loop("fault-restart-backend") else {
         return;
     };
-    let dir = paths::scratch("fault-restart-backend");
-    let backend = Backend::start(&dir, &[]);
-    let mut guest = start_reconnecting_guest(&qemu, &image, &dir, &backend.socket);
-    assert!(
-        guest.wait_for_console("PROGRESS 10", BOOT_TIMEOUT),
-        "{}",
-        guest.console()
-    );
     kill_backend(backend);
     let mut backend = Backend::start(&dir, &[]);
     assert!(
@@ -353,6 +337,21 @@ fn backend_restarted_without_its_state_fails_the_guests_calls_cleanly() {
         guest.console()
     );
     assert!(backend.is_running(), "{}", backend.log());
+}
+
+/// A backend, and a guest whose vGPU chardev reconnects, ten iterations
+/// into its OpenCL loop; `None` when VM tests are skipped.
+fn guest_well_into_its_loop(name: &str) -> Option<(PathBuf, Backend, vm::RunningVm)> {
+    let (qemu, image) = vm_parts()?;
+    let dir = paths::scratch(name);
+    let backend = Backend::start(&dir, &[]);
+    let mut guest = start_reconnecting_guest(&qemu, &image, &dir, &backend.socket);
+    assert!(
+        guest.wait_for_console("PROGRESS 10", BOOT_TIMEOUT),
+        "{}",
+        guest.console()
+    );
+    Some((dir, backend, guest))
 }
 
 /// The guest's long OpenCL loop in a VM whose vGPU chardev reconnects.
