@@ -114,27 +114,23 @@ for t in "${expanded[@]}"; do
     (cd "$root/$crate" && cargo run -q --bin make_seeds >/dev/null)
   fi
   work=$root/fuzz/target/corpus-work/$t
+  regressions=$root/fuzz/regressions/$t
+  log=$root/fuzz/target/fuzz-$t.log
+  limits=(-max_total_time="$time_s")
+  plan="random seed"
+  if [ "$smoke" = 1 ]; then
+    # The smoke run starts from the committed inputs only, not a working
+    # corpus left by earlier campaigns, so that it is the same everywhere.
+    work=$work/smoke
+    rm -rf "$work"
+    limits+=(-seed=1 -runs="$(smoke_runs "$t")")
+    plan="seed 1"
+  fi
   mkdir -p "$work"
   dirs=("$work" "$seeds")
-  regressions=$root/fuzz/regressions/$t
   [ -d "$regressions" ] && dirs+=("$regressions")
-  log=$root/fuzz/target/fuzz-$t.log
-  if [ "$smoke" = 1 ]; then
-    plan="seed 1"
-  else
-    plan="random seed"
-  fi
   echo "fuzz: $t, ${time_s} s at most, $plan (log: $log)"
   status=0
-  limits=(-max_total_time="$time_s")
-  if [ "$smoke" = 1 ]; then
-    # The smoke run uses only the committed inputs, not a working corpus
-    # left by earlier campaigns, so that it is the same everywhere.
-    dirs=("$work/smoke" "$seeds")
-    rm -rf "$work/smoke"; mkdir -p "$work/smoke"
-    [ -d "$regressions" ] && dirs+=("$regressions")
-    limits+=(-seed=1 -runs="$(smoke_runs "$t")")
-  fi
   # (cargo fuzz builds with optimizations, debug assertions and overflow
   # checks, and AddressSanitizer by default.)
   (cd "$root/$crate" && cargo +nightly fuzz run "$t" "${dirs[@]}" -- \

@@ -241,6 +241,22 @@ fn assert_ctl_ok(backend: &Backend, args: &[&str]) -> String {
     out
 }
 
+/// Ends the backend and starts another from `checkpoint`; the guest goes
+/// on with its message numbers where they were.
+fn restart_from(
+    backend: Backend,
+    raw: RawFrontend,
+    checkpoint: &std::path::Path,
+) -> (Backend, RawFrontend) {
+    let next_seq = raw.next_seq;
+    drop(raw);
+    drop(backend);
+    let restarted = Backend::start_with(&["--restore", checkpoint.to_str().unwrap()], &[]);
+    let mut raw = restarted.raw();
+    raw.next_seq = next_seq;
+    (restarted, raw)
+}
+
 #[test]
 fn checkpoint_then_restart_finishes_like_an_undisturbed_run() {
     let backend = Backend::start();
@@ -255,13 +271,7 @@ fn checkpoint_then_restart_finishes_like_an_undisturbed_run() {
     );
     assert!(out.contains(r#""buffer_bytes": 32768"#), "{out}");
     let saved = std::fs::read(&file).unwrap();
-    let next_seq = raw.next_seq;
-    drop(raw);
-    drop(backend); // the first backend is gone
-
-    let restarted = Backend::start_with(&["--restore", file.to_str().unwrap()], &[]);
-    let mut raw = restarted.raw();
-    raw.next_seq = next_seq;
+    let (restarted, mut raw) = restart_from(backend, raw, &file);
     // The session goes on where it was: same handles, same kernel arguments.
     steps(&mut raw, 5, 10);
     assert_eq!(
@@ -286,13 +296,7 @@ fn restart_from_a_checkpoint_the_guest_has_moved_past_fails_the_session() {
     let file = std::env::temp_dir().join(format!("vgpu-stale-{}.ckpt", std::process::id()));
     assert_ctl_ok(&backend, &["checkpoint", file.to_str().unwrap()]);
     steps(&mut raw, 5, 8); // not in the checkpoint
-    let next_seq = raw.next_seq;
-    drop(raw);
-    drop(backend);
-
-    let restarted = Backend::start_with(&["--restore", file.to_str().unwrap()], &[]);
-    let mut raw = restarted.raw();
-    raw.next_seq = next_seq;
+    let (_restarted, mut raw) = restart_from(backend, raw, &file);
     let reply = raw.batch(1, &[Finish { queue: 2 }.into()]);
     assert_eq!(
         reply.records[0].status,

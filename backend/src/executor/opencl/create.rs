@@ -350,7 +350,7 @@ impl OpenClSession {
                 compile_only: false,
             } => {
                 super::guard::check_options(options, Status::INVALID_BUILD_OPTIONS)?;
-                let options = cstring(&self.host_options(options), Status::INVALID_BUILD_OPTIONS)?;
+                let options = cstring(&with_arg_info(options), Status::INVALID_BUILD_OPTIONS)?;
                 cl3::program::build_program(
                     program.program.0,
                     &[self.device],
@@ -365,10 +365,7 @@ impl OpenClSession {
                 compile_only: true,
             } => {
                 super::guard::check_options(options, Status::INVALID_COMPILER_OPTIONS)?;
-                let options = cstring(
-                    &self.host_options(options),
-                    Status::INVALID_COMPILER_OPTIONS,
-                )?;
+                let options = cstring(&with_arg_info(options), Status::INVALID_COMPILER_OPTIONS)?;
                 cl3::program::compile_program(
                     program.program.0,
                     &[self.device],
@@ -402,13 +399,6 @@ impl OpenClSession {
         };
         *program.build.lock().unwrap_or_else(|e| e.into_inner()) = record;
         result.map_err(Status)
-    }
-
-    /// The guest's build options plus the one that keeps argument info.
-    fn host_options(&self, options: &[u8]) -> Vec<u8> {
-        let mut all = options.to_vec();
-        all.extend_from_slice(args::ARG_INFO_OPTION.as_bytes());
-        all
     }
 
     pub(super) fn build_program(&mut self, m: &BuildProgram) -> Result<Vec<u8>, Status> {
@@ -533,6 +523,13 @@ impl OpenClSession {
         };
         Self::apply_arg(&kernel, m.index, arg)
     }
+}
+
+/// The guest's build options plus the one that keeps argument info.
+fn with_arg_info(options: &[u8]) -> Vec<u8> {
+    let mut all = options.to_vec();
+    all.extend_from_slice(args::ARG_INFO_OPTION.as_bytes());
+    all
 }
 
 fn kernel_entry(raw: cl_kernel, program: Arc<ProgramEntry>, name: Vec<u8>) -> HostKernel {
