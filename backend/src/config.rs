@@ -50,9 +50,19 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub queue_depth: usize,
 
+    /// The vGPU's memory size, e.g. 4G: the global memory its guests see
+    /// and may allocate, fixed when the VM starts and carried by
+    /// checkpoints and migration (like QEMU's -m). At most what the device
+    /// offers. Default: the device's memory rounded down to 256 MiB (half
+    /// of it for a CPU device, whose reported memory follows the host's
+    /// free memory).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub memory: Option<u64>,
+
     /// Device memory one VM may allocate, e.g. 4G or 512M (0: no limit).
-    #[arg(long, value_name = "SIZE", default_value = "0", value_parser = parse_size)]
-    pub max_memory: u64,
+    /// Default: the vGPU's memory size (--memory).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_memory: Option<u64>,
 
     /// Objects (contexts, queues, buffers, programs, kernels, events) one
     /// VM may hold (0: no limit).
@@ -94,7 +104,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub profile: Option<PathBuf>,
 
-    /// Write the selected OpenCL device's profile to FILE and exit.
+    /// Write the profile a new vGPU on the selected OpenCL device sees
+    /// (with the --memory size) to FILE and exit.
     #[arg(long, value_name = "FILE")]
     pub write_profile: Option<PathBuf>,
 
@@ -126,7 +137,12 @@ pub struct Config {
     pub queue_depth: usize,
     pub restore: Option<PathBuf>,
     pub profile: Option<PathBuf>,
+    /// `--memory`: the vGPU memory size new VMs get.
+    pub memory: Option<u64>,
+    /// Per-VM limits; the memory limit comes from `max_memory`.
     pub limits: crate::quota::Limits,
+    /// `--max-memory`; without it a VM may allocate its vGPU memory size.
+    pub max_memory: Option<u64>,
     pub sandbox: crate::sandbox::Sandbox,
 }
 
@@ -218,6 +234,8 @@ impl TryFrom<Args> for Config {
             queue_depth: args.queue_depth,
             restore: args.restore,
             profile: args.profile,
+            memory: args.memory,
+            max_memory: args.max_memory,
             sandbox: match args.sandbox.as_str() {
                 "default" => crate::sandbox::Sandbox::Default {
                     user: args.user.clone(),
@@ -226,7 +244,7 @@ impl TryFrom<Args> for Config {
                 other => return Err(ConfigError::BadSandbox(other.to_string())),
             },
             limits: crate::quota::Limits {
-                memory_bytes: args.max_memory,
+                memory_bytes: 0,
                 objects: args.max_objects,
                 in_flight: args.max_in_flight,
                 batch_messages: args.max_batch,

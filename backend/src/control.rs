@@ -178,7 +178,7 @@ fn run(
                 .executors()
                 .iter()
                 .find(|e| e.serves(0x1001))
-                .map(|e| e.profile())
+                .map(|e| e.capacity())
                 .ok_or("this backend serves no OpenCL device")?;
             vgpu_migration::check(&saw, &offered).map_err(|e| error_chain(&e))?;
             Ok(r#"{"compatible": true}"#.into())

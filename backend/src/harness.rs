@@ -24,7 +24,11 @@ impl InProcess {
     pub fn new(executors: &[Arc<dyn Executor>]) -> InProcess {
         let mem =
             GuestRam::from_ranges(&[(GuestAddress(0), MEMORY)]).expect("anonymous guest memory");
-        let exec = ExecSessions::open(executors, &crate::quota::Quota::new(Default::default()));
+        let vm = crate::session::VmBounds {
+            quota: crate::quota::Quota::new(Default::default()),
+            profile: Arc::new(crate::vgpu::offered_profile(executors)),
+        };
+        let exec = ExecSessions::open(executors, &vm);
         InProcess {
             state: SessionState::new(exec, true),
             mem: Arc::new(mem),

@@ -12,7 +12,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if let Some(path) = &args.write_profile {
-        return match server::write_profile(&args.device, path) {
+        return match server::write_profile(&args.device, args.memory, path) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("vgpu-backend: {e}");

@@ -13,7 +13,7 @@ use vm_memory::GuestMemoryAtomic;
 use crate::chain::GuestRam;
 use crate::config::{Config, DeviceSpec};
 use crate::device::VgpuDevice;
-use crate::executor::opencl::{OpenClError, OpenClExecutor};
+use crate::executor::opencl::{OpenClError, OpenClExecutor, ProfileError};
 use crate::executor::Executor;
 use crate::vgpu::{Vgpu, VgpuStats};
 
@@ -33,6 +33,8 @@ pub enum ServerError {
     Sandbox(#[source] std::io::Error),
     #[error("invalid --profile {0}: {1}")]
     Profile(PathBuf, String),
+    #[error("{0}")]
+    Memory(String),
     #[error("cannot restore {0}: {1}")]
     Restore(PathBuf, String),
     #[error("no device could be opened")]
@@ -51,8 +53,10 @@ pub struct Registry {
     queue_depth: usize,
     /// Per-VM limits.
     limits: crate::quota::Limits,
-    /// The profile given with --profile, kept by re-homed devices.
-    advertised: Option<Arc<vgpu_migration::Profile>>,
+    /// The profile given with --profile and the --memory size, kept by
+    /// re-homed devices.
+    profile_limit: Option<Arc<vgpu_migration::Profile>>,
+    memory: Option<u64>,
     /// A checkpoint the next front-end starts from (`--restore`).
     pending_restore: Mutex<Option<PathBuf>>,
 }
@@ -93,7 +97,9 @@ impl Registry {
     ) -> Result<Vec<crate::snapshot::Report>, String> {
         let mut opencl = OpenClExecutor::open(selector).map_err(|e| e.to_string())?;
         opencl.queue_depth = self.queue_depth;
-        opencl.advertised = self.advertised.clone();
+        opencl
+            .configure_profile(self.profile_limit.clone(), self.memory)
+            .map_err(|e| error_chain(&e))?;
         let to: Arc<dyn Executor> = Arc::new(opencl);
         let vms: Vec<Arc<Vgpu>> = {
             let vms = self.vms.lock().unwrap_or_else(|e| e.into_inner());
@@ -187,22 +193,21 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 
 pub fn run(config: Config) -> Result<(), ServerError> {
     crate::sandbox::isolate_network(&config.sandbox);
-    let executors = open_executors(&config)?;
-    let advertised = match &config.profile {
-        Some(path) => {
-            let bytes = std::fs::read(path)
-                .map_err(|e| ServerError::Profile(path.clone(), e.to_string()))?;
-            let profile = vgpu_migration::Profile::from_bytes(&bytes)
-                .map_err(|e| ServerError::Profile(path.clone(), e.to_string()))?;
-            Some(Arc::new(profile))
-        }
+    let profile_limit = match &config.profile {
+        Some(path) => Some(Arc::new(read_profile(path)?)),
         None => None,
     };
+    let executors = open_executors(&config, &profile_limit)?;
+    let mut limits = config.limits;
+    limits.memory_bytes = config
+        .max_memory
+        .unwrap_or_else(|| crate::vgpu::offered_profile(&executors).global_mem_size);
     let registry = Arc::new(Registry {
         executors: std::sync::RwLock::new(executors.clone()),
         queue_depth: config.queue_depth,
-        limits: config.limits,
-        advertised,
+        limits,
+        profile_limit,
+        memory: config.memory,
         pending_restore: Mutex::new(config.restore.clone()),
         ..Default::default()
     });
@@ -231,42 +236,47 @@ pub fn run(config: Config) -> Result<(), ServerError> {
     result
 }
 
-/// `--write-profile`: the profile of the OpenCL device SPEC names.
-pub fn write_profile(spec: &str, path: &Path) -> Result<(), String> {
+/// `--write-profile`: the profile a new vGPU on the OpenCL device SPEC
+/// names would see (with the `--memory` size, if given).
+pub fn write_profile(spec: &str, memory: Option<u64>, path: &Path) -> Result<(), String> {
     let selector = crate::config::parse_device(spec).map_err(|e| e.to_string())?;
-    let executor = OpenClExecutor::open(&selector).map_err(|e| error_chain(&e))?;
+    let mut executor = OpenClExecutor::open(&selector).map_err(|e| error_chain(&e))?;
+    executor
+        .configure_profile(None, memory)
+        .map_err(|e| error_chain(&e))?;
     let bytes = executor.profile().to_bytes();
     std::fs::write(path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
-/// `--profile`: a profile this device can honour, to advertise instead of its own.
-fn read_profile(
-    path: &Path,
-    device: &vgpu_migration::Profile,
-) -> Result<vgpu_migration::Profile, ServerError> {
+/// `--profile`: a profile to advertise instead of the device's own.
+fn read_profile(path: &Path) -> Result<vgpu_migration::Profile, ServerError> {
     let bad = |why: String| ServerError::Profile(path.to_path_buf(), why);
     let bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
-    let profile = vgpu_migration::Profile::from_bytes(&bytes)
-        .map_err(|e| bad(format!("not a device profile: {e}")))?;
-    vgpu_migration::check(&profile, device)
-        .map_err(|e| bad(format!("this device cannot honour it: {}", error_chain(&e))))?;
-    Ok(profile)
+    vgpu_migration::Profile::from_bytes(&bytes)
+        .map_err(|e| bad(format!("not a device profile: {e}")))
 }
 
 /// Opens every configured device. An OpenCL device that cannot be opened is
 /// an error; a CUDA one is left out with a warning (a host without CUDA
 /// simply offers none).
-fn open_executors(config: &Config) -> Result<Vec<Arc<dyn Executor>>, ServerError> {
+fn open_executors(
+    config: &Config,
+    profile_limit: &Option<Arc<vgpu_migration::Profile>>,
+) -> Result<Vec<Arc<dyn Executor>>, ServerError> {
     let mut executors: Vec<Arc<dyn Executor>> = Vec::new();
     for spec in &config.devices {
         match spec {
             DeviceSpec::OpenCl(selector) => {
                 let mut opencl = OpenClExecutor::open(selector).map_err(ServerError::Device)?;
                 opencl.queue_depth = config.queue_depth;
-                if let Some(path) = &config.profile {
-                    let own = opencl.profile();
-                    opencl.advertised = Some(std::sync::Arc::new(read_profile(path, &own)?));
-                }
+                opencl
+                    .configure_profile(profile_limit.clone(), config.memory)
+                    .map_err(|e| match (&e, &config.profile) {
+                        (ProfileError::Dishonoured(_), Some(path)) => {
+                            ServerError::Profile(path.clone(), error_chain(&e))
+                        }
+                        _ => ServerError::Memory(error_chain(&e)),
+                    })?;
                 executors.push(Arc::new(opencl));
             }
             DeviceSpec::Cuda(index) => executors.extend(open_cuda(*index)),

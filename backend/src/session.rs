@@ -11,6 +11,21 @@ use vgpu_protocol::{decode, Request, Status, Wire};
 use crate::chain::ResolvedChain;
 use crate::executor::{ExecSession, Executor};
 use crate::quota::Quota;
+use vgpu_migration::Profile;
+
+/// What every session of one VM shares: its quota and its profile.
+pub struct VmBounds {
+    pub quota: Arc<Quota>,
+    pub profile: Arc<Profile>,
+}
+
+impl VmBounds {
+    /// Holds `session` to this VM's quota and profile.
+    pub fn apply(&self, session: &mut dyn ExecSession) {
+        session.set_quota(self.quota.clone());
+        session.set_profile(self.profile.clone());
+    }
+}
 
 /// One session's part on each executor.
 pub struct ExecSessions {
@@ -19,27 +34,14 @@ pub struct ExecSessions {
 }
 
 impl ExecSessions {
-    pub fn open(executors: &[Arc<dyn Executor>], quota: &Arc<Quota>) -> ExecSessions {
+    pub fn open(executors: &[Arc<dyn Executor>], vm: &VmBounds) -> ExecSessions {
         let mut sessions: Vec<Box<dyn ExecSession>> =
             executors.iter().map(|e| e.open_session()).collect();
-        sessions.iter_mut().for_each(|s| s.set_quota(quota.clone()));
+        sessions.iter_mut().for_each(|s| vm.apply(s.as_mut()));
         ExecSessions {
             executors: executors.to_vec(),
             sessions,
         }
-    }
-
-    /// Fresh sessions everywhere but `index`, which gets `session`.
-    pub fn with_session(
-        executors: &[Arc<dyn Executor>],
-        index: usize,
-        mut session: Box<dyn ExecSession>,
-        quota: &Arc<Quota>,
-    ) -> ExecSessions {
-        let mut all = ExecSessions::open(executors, quota);
-        session.set_quota(quota.clone());
-        all.sessions[index] = session;
-        all
     }
 
     fn execute(

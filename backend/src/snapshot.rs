@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use vgpu_migration as m;
 
 use crate::executor::{Executor, SavedSession, SnapshotError};
-use crate::session::{ExecSessions, SessionState};
+use crate::session::{ExecSessions, SessionState, VmBounds};
 use crate::vgpu::Vgpu;
 
 /// Bytes of buffer contents per stream chunk (the stream's limit).
@@ -227,11 +227,11 @@ fn rebuild_session(
 fn exec_sessions(
     executors: &[Arc<dyn Executor>],
     parts: Vec<(usize, Box<dyn crate::executor::ExecSession>)>,
-    quota: &Arc<crate::quota::Quota>,
+    vm: &VmBounds,
 ) -> ExecSessions {
-    let mut all = ExecSessions::open(executors, quota);
+    let mut all = ExecSessions::open(executors, vm);
     for (i, mut session) in parts {
-        session.set_quota(quota.clone());
+        vm.apply(session.as_mut());
         all.sessions[i] = session;
     }
     all
@@ -316,7 +316,7 @@ fn load<R: Read>(
                 // without one can only take sessions that have no OpenCL
                 // objects (refused below otherwise).
                 if let Some(i) = opencl_index(executors) {
-                    m::check(state.profile(), &executors[i].profile())?;
+                    m::check(state.profile(), &executors[i].capacity())?;
                 }
                 profile = Some(state.profile().clone());
                 let m::VgpuState::V1(state) = *state;
@@ -380,6 +380,9 @@ pub fn restore<R: Read>(
     let executors = vgpu.executors();
     let mut report = Report::default();
     let (restored, profile) = load(input, &executors, &mut report)?;
+    // The guest goes on with the profile it saw where the state was taken.
+    vgpu.set_profile_seen(profile);
+    let bounds = vgpu.bounds();
     let sessions = restored
         .into_iter()
         .map(|r| {
@@ -387,12 +390,11 @@ pub fn restore<R: Read>(
                 Continuity::Checked => r.last_seq.map(|seq| seq + 1),
                 Continuity::Unchecked => None,
             };
-            let exec = exec_sessions(&executors, r.parts, vgpu.quota());
+            let exec = exec_sessions(&executors, r.parts, &bounds);
             (r.id, exec, resumes_at)
         })
         .collect();
     vgpu.replace_sessions(sessions);
-    vgpu.set_profile_seen(profile);
     Ok(report)
 }
 
@@ -400,8 +402,8 @@ pub fn restore<R: Read>(
 /// sessions' CUDA objects stay where they are): refused before anything
 /// stops when the device cannot honour the profile the guest saw.
 pub fn rehome(vgpu: &Arc<Vgpu>, to: Arc<dyn Executor>) -> Result<Report, Error> {
-    let profile = vgpu.profile_seen();
-    m::check(&profile, &to.profile())?;
+    m::check(&vgpu.profile_seen(), &to.capacity())?;
+    let bounds = vgpu.bounds();
     let mut executors = vgpu.executors();
     let index = opencl_index(&executors).ok_or(Error::NoOpenCl)?;
     executors[index] = to.clone();
@@ -464,14 +466,13 @@ pub fn rehome(vgpu: &Arc<Vgpu>, to: Arc<dyn Executor>) -> Result<Report, Error> 
                 Some(restored) => restored.session,
                 None => to.open_session(),
             };
-            part.set_quota(vgpu.quota().clone());
+            bounds.apply(part.as_mut());
             session.exec.sessions[index] = part;
             session.exec.executors = executors.clone();
         }
         Ok(report)
     })?;
     vgpu.set_executors(executors);
-    vgpu.set_profile_seen(profile);
     vgpu.refresh_aborters();
     Ok(Report {
         pause: started.elapsed(),

@@ -14,7 +14,7 @@ use vgpu_protocol::{opcode, Status};
 use crate::chain::ResolvedChain;
 use crate::executor::Executor;
 use crate::quota::{Limits, Quota};
-use crate::session::{ExecSessions, SessionState};
+use crate::session::{ExecSessions, SessionState, VmBounds};
 
 /// Most sessions one VM may hold.
 pub const MAX_SESSIONS: usize = 1024;
@@ -53,11 +53,21 @@ pub struct Vgpu {
     sessions: Mutex<HashMap<u64, SessionWorker>>,
     /// While paused, chains wait here instead of running.
     held: Mutex<Option<Vec<(ResolvedChain, Completion)>>>,
-    /// The profile the guest saw, when it came with a restored state.
-    profile_seen: Mutex<Option<Profile>>,
+    /// What the guest sees of the device: fixed when the VM starts (from
+    /// the OpenCL executor's offer), replaced only by a restored state's.
+    profile: RwLock<Arc<Profile>>,
     /// Chains accepted and not yet returned.
     in_flight: Arc<(Mutex<usize>, std::sync::Condvar)>,
     quota: Arc<Quota>,
+}
+
+/// The profile of the OpenCL executor among `executors` (empty without one).
+pub(crate) fn offered_profile(executors: &[Arc<dyn Executor>]) -> Profile {
+    executors
+        .iter()
+        .find(|e| e.serves(opcode::GetInfo))
+        .map(|e| e.profile())
+        .unwrap_or_default()
 }
 
 impl Vgpu {
@@ -68,13 +78,14 @@ impl Vgpu {
 
     /// A vGPU held to per-VM limits.
     pub fn with_limits(executors: Vec<Arc<dyn Executor>>, limits: Limits) -> Arc<Vgpu> {
+        let profile = offered_profile(&executors);
         Arc::new(Vgpu {
+            profile: RwLock::new(Arc::new(profile)),
             quota: Quota::new(limits),
             executors: RwLock::new(executors),
             warnings: Default::default(),
             sessions: Mutex::new(HashMap::new()),
             held: Mutex::new(None),
-            profile_seen: Mutex::new(None),
             in_flight: Arc::new((Mutex::new(0), std::sync::Condvar::new())),
         })
     }
@@ -98,24 +109,30 @@ impl Vgpu {
         *self.executors.write().unwrap_or_else(|e| e.into_inner()) = executors;
     }
 
-    /// The profile guests of this vGPU saw: the restored one, or the device's.
+    /// The profile guests of this vGPU see.
     pub fn profile_seen(&self) -> Profile {
-        if let Some(profile) = self
-            .profile_seen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-        {
-            return profile;
-        }
-        self.executors()
-            .first()
-            .map(|e| e.profile())
-            .unwrap_or_default()
+        (**self.profile.read().unwrap_or_else(|e| e.into_inner())).clone()
     }
 
+    /// Takes the profile of a restored state, unless that state came from
+    /// a backend without an OpenCL device (an empty profile): the guest
+    /// then never saw one and keeps this VM's.
     pub(crate) fn set_profile_seen(&self, profile: Profile) {
-        *self.profile_seen.lock().unwrap_or_else(|e| e.into_inner()) = Some(profile);
+        if profile != Profile::default() {
+            *self.profile.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(profile);
+        }
+    }
+
+    /// The quota and profile this VM's sessions are held to.
+    pub(crate) fn bounds(&self) -> VmBounds {
+        VmBounds {
+            quota: self.quota.clone(),
+            profile: self
+                .profile
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        }
     }
 
     pub fn stats(&self) -> VgpuStats {
@@ -289,7 +306,7 @@ impl Vgpu {
                 drop(sessions);
                 return complete(chain, ReplyBuilder::refused(Status::OUT_OF_RESOURCES), done);
             }
-            let exec = ExecSessions::open(&self.executors(), &self.quota);
+            let exec = ExecSessions::open(&self.executors(), &self.bounds());
             let worker = self.spawn_worker(header.session, SessionState::new(exec, false));
             sessions.insert(header.session, worker);
         }

@@ -490,3 +490,103 @@ fn an_advertised_profile_is_what_guests_see_and_what_restores_are_checked_agains
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `CL_DEVICE_GLOBAL_MEM_SIZE` and `CL_DEVICE_MAX_MEM_ALLOC_SIZE` as
+/// session `session` of `raw` sees them.
+fn memory_seen(raw: &mut RawFrontend, session: u64) -> (u64, u64) {
+    let query = |param| -> Request {
+        GetInfo {
+            target: 2,
+            handle: 0,
+            index: 0,
+            param,
+        }
+        .into()
+    };
+    let reply = raw.batch(session, &[query(0x101F), query(0x1010)]);
+    all_ok(&reply);
+    let value = |i: usize| u64::from_le_bytes(reply.records[i].payload[..8].try_into().unwrap());
+    (value(0), value(1))
+}
+
+/// The vGPU's memory size is fixed when it starts and travels with it: a
+/// restart onto a backend that would give new VMs another size restores
+/// the guest with the size it saw, and new VMs there get their own.
+#[test]
+fn the_vgpu_memory_size_is_what_guests_see_and_travels_with_a_checkpoint() {
+    let backend = Backend::start_with(&["--memory", "1G"], &[]);
+    let mut raw = backend.raw();
+    setup(&mut raw);
+    assert_eq!(memory_seen(&mut raw, 1), (1 << 30, 1 << 30));
+    steps(&mut raw, 0, 2);
+    let file = std::env::temp_dir().join(format!("vgpu-memory-{}.ckpt", std::process::id()));
+    assert_ctl_ok(
+        &backend,
+        &["checkpoint", file.to_str().unwrap(), "--then", "pause"],
+    );
+    let next_seq = raw.next_seq;
+    drop(raw);
+    drop(backend);
+    let restarted = Backend::start_with(
+        &["--memory", "512M", "--restore", file.to_str().unwrap()],
+        &[],
+    );
+    let mut raw = restarted.raw();
+    raw.next_seq = next_seq;
+    assert_eq!(memory_seen(&mut raw, 1), (1 << 30, 1 << 30));
+    steps(&mut raw, 2, 4);
+    assert_eq!(read_a(&mut raw), reference(4));
+    let mut other = restarted.raw();
+    other.open_session(7);
+    assert_eq!(memory_seen(&mut other, 7), (512 << 20, 512 << 20));
+    let _ = std::fs::remove_file(&file);
+}
+
+/// Without `--max-memory`, a VM may allocate its vGPU memory size and no
+/// more.
+#[test]
+fn the_vgpu_memory_size_is_the_default_memory_quota() {
+    let backend = Backend::start_with(&["--memory", "64M"], &[]);
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    let buffer = |mem: u64, size: u64| -> Request {
+        CreateBuffer {
+            mem,
+            context: 1,
+            flags: 1,
+            size,
+            init: DataRef::NONE,
+        }
+        .into()
+    };
+    let context: Request = CreateContext {
+        context: 1,
+        properties: vec![],
+    }
+    .into();
+    let reply = raw.batch(1, &[context, buffer(2, 48 << 20), buffer(3, 32 << 20)]);
+    assert!(reply.records[1].status.is_success(), "{reply:?}");
+    assert_eq!(
+        reply.records[2].status,
+        Status::OUT_OF_RESOURCES,
+        "{reply:?}"
+    );
+}
+
+#[test]
+fn a_memory_size_beyond_the_device_is_refused_at_start() {
+    let dir = std::env::temp_dir().join(format!("vgpu-memory-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vgpu-backend"))
+        .args(["--socket", dir.join("never.sock").to_str().unwrap()])
+        .args(["--memory", "1000T"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--memory") && stderr.contains("exceeds"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

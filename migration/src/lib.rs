@@ -23,6 +23,9 @@ pub mod stream;
 
 pub use atomic::{write_atomically, AtomicWriteError};
 pub use codec::DecodeError;
-pub use profile::{check, Incompatible, Profile, Shortfall, SubsetError, VectorWidths, Version};
+pub use profile::{
+    check, default_memory_size, Incompatible, MemorySizeError, Profile, Shortfall, SubsetError,
+    VectorWidths, Version, MEMORY_GRANULE,
+};
 pub use state::*;
 pub use stream::{Item, Progress, ReadError, StreamReader, StreamWriter, Summary, WriteError};

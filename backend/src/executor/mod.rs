@@ -93,10 +93,16 @@ pub trait Executor: Send + Sync {
         DeviceIdentity::default()
     }
 
-    /// The OpenCL device profile guests of this executor see (empty for
-    /// other APIs).
+    /// The OpenCL device profile new vGPUs on this executor see, fixed
+    /// when it was opened (empty for other APIs).
     fn profile(&self) -> Profile {
         Profile::default()
+    }
+
+    /// The most a vGPU restored, re-homed or migrated here may have seen:
+    /// what the device offers now, or the `--profile` it is held to.
+    fn capacity(&self) -> Profile {
+        self.profile()
     }
 
     /// Rebuilds a saved session on this device.
@@ -127,6 +133,10 @@ pub trait ExecSession: Send {
     /// Counts the session's objects and device memory against its VM's
     /// quota (those it holds already too).
     fn set_quota(&mut self, _quota: std::sync::Arc<crate::quota::Quota>) {}
+
+    /// Answers device queries from its VM's profile (the vGPU's identity,
+    /// which travels with it), not from the device it runs on.
+    fn set_profile(&mut self, _profile: std::sync::Arc<Profile>) {}
 
     /// Whether the session holds any object (an empty one need not be saved).
     fn is_empty(&self) -> bool {

@@ -4,9 +4,11 @@
 //! (`Profile::common_subset`), like a named CPU model in QEMU.
 
 mod check;
+mod memory;
 mod subset;
 
 pub use check::{check, Incompatible, Shortfall};
+pub use memory::{default_memory_size, MemorySizeError, MEMORY_GRANULE};
 pub use subset::SubsetError;
 
 use crate::codec::{self, record};

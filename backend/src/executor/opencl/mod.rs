@@ -12,7 +12,10 @@ mod profile;
 mod session;
 mod snapshot;
 
+use std::sync::Arc;
+
 use cl3::types::{cl_device_id, cl_platform_id};
+use vgpu_migration::Profile;
 
 use super::{ExecSession, Executor};
 
@@ -58,8 +61,12 @@ pub struct OpenClExecutor {
     name: String,
     /// Commands a queue may run ahead of completion (0: unbounded).
     pub queue_depth: usize,
-    /// A profile advertised instead of the device's own (`--profile`).
-    pub advertised: Option<std::sync::Arc<vgpu_migration::Profile>>,
+    /// The profile new vGPUs on this device see, fixed when it was opened
+    /// (or configured): never the device's live values, which may move.
+    offered: Arc<Profile>,
+    /// The most a vGPU moving here may have seen (`--profile`); without
+    /// it, what the device itself offers.
+    limit: Option<Arc<Profile>>,
 }
 
 // SAFETY: platform and device ids are immutable, thread-safe OpenCL handles.
@@ -109,13 +116,18 @@ impl OpenClExecutor {
             DeviceSelector::Name(part) => name.contains(part.as_str()),
         });
         match found {
-            Some((_, _, platform, device, name)) => Ok(OpenClExecutor {
-                platform: *platform,
-                device: *device,
-                name: name.clone(),
-                queue_depth: 0,
-                advertised: None,
-            }),
+            Some((_, _, platform, device, name)) => {
+                let own = profile::device_profile(*device);
+                let offered = own.for_new_vgpu(None).unwrap_or(own);
+                Ok(OpenClExecutor {
+                    platform: *platform,
+                    device: *device,
+                    name: name.clone(),
+                    queue_depth: 0,
+                    offered: Arc::new(offered),
+                    limit: None,
+                })
+            }
             None => {
                 let list = devices
                     .iter()
@@ -141,10 +153,44 @@ impl OpenClExecutor {
     }
 }
 
+/// Why a profile choice does not fit the device.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("this device cannot honour it")]
+    Dishonoured(#[source] vgpu_migration::Incompatible),
+    #[error("invalid --memory")]
+    Memory(#[source] vgpu_migration::MemorySizeError),
+}
+
 impl OpenClExecutor {
+    /// Sets what new vGPUs see: `limit` (a `--profile`, which the device
+    /// must honour) or the device's own profile, with the memory size
+    /// `memory` (`--memory`; by default `limit`'s, or the device's default
+    /// vGPU size). Restores and re-homes are then checked against `limit`.
+    pub fn configure_profile(
+        &mut self,
+        limit: Option<Arc<Profile>>,
+        memory: Option<u64>,
+    ) -> Result<(), ProfileError> {
+        let own = profile::device_profile(self.device);
+        let offered = match &limit {
+            Some(limit) => {
+                vgpu_migration::check(limit, &own).map_err(ProfileError::Dishonoured)?;
+                match memory {
+                    Some(bytes) => limit.with_memory_size(bytes),
+                    None => Ok((**limit).clone()),
+                }
+            }
+            None => own.for_new_vgpu(memory),
+        };
+        self.offered = Arc::new(offered.map_err(ProfileError::Memory)?);
+        self.limit = limit;
+        Ok(())
+    }
+
     fn new_session(&self) -> OpenClSession {
         let mut session = OpenClSession::new(self.platform, self.device, self.queue_depth);
-        session.advertised = self.advertised.clone();
+        session.advertised = Some(self.offered.clone());
         session
     }
 }
@@ -162,9 +208,13 @@ impl Executor for OpenClExecutor {
         profile::device_identity(self.platform, self.device)
     }
 
-    fn profile(&self) -> vgpu_migration::Profile {
-        match &self.advertised {
-            Some(profile) => (**profile).clone(),
+    fn profile(&self) -> Profile {
+        (*self.offered).clone()
+    }
+
+    fn capacity(&self) -> Profile {
+        match &self.limit {
+            Some(limit) => (**limit).clone(),
             None => profile::device_profile(self.device),
         }
     }

@@ -26,7 +26,8 @@ pub struct OpenClSession {
     pub(super) limits: QueueLimits,
     /// The VM's quota, when it has one.
     pub(super) quota: Option<Arc<crate::quota::Quota>>,
-    /// Device-info values come from this profile where it has them.
+    /// Device-info values come from this profile where it has them (the
+    /// VM's; `None` only for sessions made outside an executor).
     pub(super) advertised: Option<Arc<vgpu_migration::Profile>>,
     /// Queues of the backend's own (initial uploads, snapshots), per context.
     pub(super) internal_queues: Vec<Arc<QueueEntry>>,
@@ -194,6 +195,10 @@ impl ExecSession for OpenClSession {
         counts[ObjectKind::Kernel.index()] = self.kernels.len() as u64;
         counts[ObjectKind::Event.index()] = self.events.len() as u64;
         counts
+    }
+
+    fn set_profile(&mut self, profile: Arc<vgpu_migration::Profile>) {
+        self.advertised = Some(profile);
     }
 
     fn set_quota(&mut self, quota: Arc<crate::quota::Quota>) {
