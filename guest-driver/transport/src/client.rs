@@ -340,8 +340,12 @@ impl Inner {
         let request = self.pending.finish(session, capacity as u32);
         self.pending.clear();
         let staging = std::mem::take(&mut self.staging);
-        self.reply.clear();
-        self.reply.resize(capacity, 0);
+        // Grown (and zeroed) only when a call needs more room than any
+        // before: zeroing 256 KiB on every call cost 3 µs. Only the bytes
+        // the device reports written are read back.
+        if self.reply.len() < capacity {
+            self.reply.resize(capacity, 0);
+        }
 
         let mut out: Vec<&[u8]> = Vec::with_capacity(2);
         if !staging.is_empty() {
@@ -356,7 +360,7 @@ impl Inner {
         let result = self.transport.submit(Submission {
             request: &request,
             out: &out,
-            reply: &mut self.reply,
+            reply: &mut self.reply[..capacity],
             in_: &mut in_,
         });
         let written = match result {
