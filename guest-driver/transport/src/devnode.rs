@@ -9,7 +9,7 @@ pub mod uapi;
 
 use uapi::{
     VgpuSegment, VgpuSubmit, VgpuWait, VGPU_IOC_SUBMIT, VGPU_IOC_WAIT, VGPU_MAX_DATA_LEN,
-    VGPU_MAX_REPLY_LEN, VGPU_MAX_REQUEST_LEN, VGPU_MAX_SEGMENTS,
+    VGPU_MAX_DESCRIPTORS, VGPU_MAX_REPLY_LEN, VGPU_MAX_REQUEST_LEN, VGPU_MAX_SEGMENTS,
 };
 
 use std::fs::{File, OpenOptions};
@@ -18,6 +18,22 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 
 use crate::{Submission, Transport};
+
+/// Bytes the driver's kernel buffers hold per descriptor (request, reply).
+const KERNEL_CHUNK: usize = 128 << 10;
+/// The smallest page the program's data may sit on.
+const PAGE: usize = 4096;
+
+/// Data bytes per direction and submission such that the chain fits the
+/// device's descriptor limit on ordinary 4 KiB pages, however scattered:
+/// a 32 MiB chunk of scattered pages needed 8192 descriptors and failed
+/// with `E2BIG`. Transfers larger than this go in several submissions.
+pub const MAX_SCATTERED_DATA_LEN: usize = (VGPU_MAX_DESCRIPTORS
+    - VGPU_MAX_REQUEST_LEN.div_ceil(KERNEL_CHUNK)
+    - VGPU_MAX_REPLY_LEN.div_ceil(KERNEL_CHUNK)
+    - 4 * VGPU_MAX_SEGMENTS)
+    / 2
+    * PAGE;
 
 /// An open `/dev/vgpuN`.
 #[derive(Debug)]
@@ -82,7 +98,7 @@ impl Transport for DevNode {
     }
 
     fn max_data_len(&self) -> usize {
-        VGPU_MAX_DATA_LEN
+        MAX_SCATTERED_DATA_LEN.min(VGPU_MAX_DATA_LEN)
     }
 
     fn max_request_len(&self) -> usize {
@@ -133,6 +149,22 @@ fn retry_interrupted(mut ioctl: impl FnMut() -> libc::c_int) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The most descriptors a chain can need: the request and reply streams
+    /// one per kernel chunk, each data direction one per page it spans (a
+    /// segment spans at most two pages more than its length fills).
+    const fn worst_case_descriptors(data_len_per_direction: usize) -> usize {
+        VGPU_MAX_REQUEST_LEN.div_ceil(KERNEL_CHUNK)
+            + VGPU_MAX_REPLY_LEN.div_ceil(KERNEL_CHUNK)
+            + 2 * (data_len_per_direction / PAGE + 2 * VGPU_MAX_SEGMENTS)
+    }
+
+    // Checked when the tests compile: the bound is the largest that fits,
+    // and large enough that a transfer takes few round trips.
+    const _: () = assert!(worst_case_descriptors(MAX_SCATTERED_DATA_LEN) <= VGPU_MAX_DESCRIPTORS);
+    const _: () =
+        assert!(worst_case_descriptors(MAX_SCATTERED_DATA_LEN + PAGE) > VGPU_MAX_DESCRIPTORS);
+    const _: () = assert!(MAX_SCATTERED_DATA_LEN >= 4 << 20);
 
     #[test]
     fn segments_skip_empty_slices() {
