@@ -246,27 +246,55 @@ pub fn check_queue_properties(properties: &[u64]) -> Result<(), Status> {
     Ok(())
 }
 
-/// Refuses launches whose group ids would not fit 32 bits (crashes PoCL's
-/// CPU device).
+/// Guest warnings of the checks here, for every session of the process
+/// (a refused call has no VM at hand; one process serves one VM).
+fn warnings() -> &'static crate::ratelimit::WarnLimiter {
+    static LIMITER: std::sync::OnceLock<crate::ratelimit::WarnLimiter> = std::sync::OnceLock::new();
+    LIMITER.get_or_init(Default::default)
+}
+
+/// Refuses launch geometry a driver cannot count: PoCL's CPU device keeps
+/// the number of work-groups in 32 bits and aborts the whole daemon when
+/// it wraps (`get_wg_index_range: Assertion 'max_wgs > 0'`, with a 2-D
+/// launch of 2^31 x 2^31 and no local size). So: every global size below
+/// 2^32; with a local size, fewer than 2^32 work-groups; without one, the
+/// driver picks the local size (PoCL may pick 1 for sizes with no small
+/// divisors), so fewer than 2^32 work-items in all, which bounds the
+/// groups whatever it picks. Refused with `CL_INVALID_GLOBAL_WORK_SIZE`.
 pub fn check_launch(
     work_dim: usize,
     global: &[usize; 3],
     local: Option<&[usize; 3]>,
 ) -> Result<(), Status> {
-    if global[..work_dim].iter().any(|&g| g > u32::MAX as usize) {
-        return Err(Status::INVALID_GLOBAL_WORK_SIZE);
+    let dims = &global[..work_dim.min(3)];
+    let refuse = |why: &str| {
+        crate::guest_warn!(
+            warnings(),
+            "refusing a kernel launch of {dims:?} work-items: {why}"
+        );
+        Err(Status::INVALID_GLOBAL_WORK_SIZE)
+    };
+    if dims.iter().any(|&g| g > u32::MAX as usize) {
+        return refuse("a global size of 2^32 or more");
     }
-    if let Some(local) = local {
-        let mut groups: u128 = 1;
-        for d in 0..work_dim {
-            if local[d] == 0 {
-                return Err(Status::INVALID_WORK_GROUP_SIZE);
+    let items: u128 = dims.iter().map(|&g| g as u128).product();
+    match local {
+        Some(local) => {
+            let mut groups: u128 = 1;
+            for d in 0..dims.len() {
+                if local[d] == 0 {
+                    return Err(Status::INVALID_WORK_GROUP_SIZE);
+                }
+                groups *= dims[d].div_ceil(local[d]) as u128;
             }
-            groups *= global[d].div_ceil(local[d]) as u128;
+            if groups > u32::MAX as u128 {
+                return refuse("2^32 or more work-groups");
+            }
         }
-        if groups > u32::MAX as u128 {
-            return Err(Status::INVALID_GLOBAL_WORK_SIZE);
+        None if items > u32::MAX as u128 => {
+            return refuse("2^32 or more work-items without a local size");
         }
+        None => {}
     }
     Ok(())
 }
@@ -356,5 +384,22 @@ mod tests {
         assert!(check_launch(2, &[1 << 16, 1 << 16, 1], Some(&[1, 1, 1])).is_err());
         assert!(check_launch(2, &[1 << 16, 1 << 16, 1], Some(&[16, 16, 1])).is_ok());
         assert!(check_launch(1, &[1024, 1, 1], None).is_ok());
+    }
+
+    #[test]
+    fn launches_without_a_local_size_are_bounded_by_their_work_items() {
+        // The launch that aborted PoCL 3.1: 2^31 x 2^31, no local size.
+        assert_eq!(
+            check_launch(2, &[1 << 31, 1 << 31, 1], None),
+            Err(Status::INVALID_GLOBAL_WORK_SIZE)
+        );
+        // Two primes: the driver can only pick 1 x 1, so every item is a group.
+        assert!(check_launch(2, &[65_537, 65_539, 1], None).is_err());
+        assert!(check_launch(3, &[1 << 11, 1 << 11, 1 << 9], None).is_ok());
+        assert!(check_launch(3, &[1 << 11, 1 << 11, 1 << 10], None).is_err());
+        // Dimensions past `work_dim` do not count.
+        assert!(check_launch(1, &[1 << 20, 1 << 20, 1 << 20], None).is_ok());
+        // The same sizes with a local size that keeps groups in 32 bits run.
+        assert!(check_launch(2, &[65_536, 65_536, 1], Some(&[256, 1, 1])).is_ok());
     }
 }
