@@ -13,6 +13,10 @@ use super::objects::*;
 use super::session::OpenClSession;
 use crate::chain::GuestIo;
 
+/// Buffer flags under which the host may not write the buffer after
+/// creation (`CL_MEM_HOST_READ_ONLY`, `CL_MEM_HOST_NO_ACCESS`).
+const HOST_UNWRITABLE: u64 = (1 << 8) | (1 << 9);
+
 pub(super) fn cstring(bytes: &[u8], invalid: Status) -> Result<CString, Status> {
     CString::new(bytes.to_vec()).map_err(|_| invalid)
 }
@@ -170,12 +174,24 @@ impl OpenClSession {
         if m.init.len > m.size {
             return Err(Status::INVALID_VALUE);
         }
+        // Contiguous initial data is copied in at creation. Data over many
+        // descriptors is never gathered into a host copy of the guest's
+        // length: it is streamed in after creation, like the prefix below,
+        // through a bounded map of the buffer. Only buffers the host may not
+        // write (HOST_READ_ONLY, HOST_NO_ACCESS) must be filled at
+        // creation; their copy is staged once the size has passed the quota.
         let whole = m.init.len == m.size && m.size > 0;
         let mut staging = Vec::new();
+        let mut stream = !whole && m.init.len > 0;
         let init = if whole {
             match io.out_slices(m.init)?.as_slice() {
                 [only] => Some(only.ptr),
+                _ if m.flags & HOST_UNWRITABLE == 0 => {
+                    stream = true;
+                    None
+                }
                 _ => {
+                    self.check_memory_room(m.size)?;
                     staging.resize(
                         usize::try_from(m.size).map_err(|_| Status::INVALID_BUFFER_SIZE)?,
                         0,
@@ -189,7 +205,7 @@ impl OpenClSession {
         };
         let mem = self.new_buffer(context, m.flags, m.size, init)?;
         self.mems.insert(m.mem, mem)?;
-        if !whole && m.init.len > 0 {
+        if stream {
             let prefix = InitBuffer {
                 mem: m.mem,
                 offset: 0,
@@ -198,6 +214,25 @@ impl OpenClSession {
             if let Err(status) = self.init_buffer(&prefix, io) {
                 let _ = self.mems.release(m.mem);
                 return Err(status);
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses a buffer of `size` bytes before anything is allocated for
+    /// it: beyond the device's largest allocation or the VM's free quota.
+    fn check_memory_room(&self, size: u64) -> Result<(), Status> {
+        let largest =
+            cl3::device::get_device_info(self.device, cl3::device::CL_DEVICE_MAX_MEM_ALLOC_SIZE)
+                .map_err(Status)?
+                .to_ulong();
+        if size > largest {
+            return Err(Status::INVALID_BUFFER_SIZE);
+        }
+        if let Some(quota) = &self.quota {
+            let limit = quota.limits.memory_bytes;
+            if limit != 0 && size > limit.saturating_sub(quota.memory_used()) {
+                return Err(Status::OUT_OF_RESOURCES);
             }
         }
         Ok(())

@@ -1,0 +1,465 @@
+//! Holes a hostile guest could use against every VM of a daemon (issue
+//! 15), each driven through the real daemon with crafted messages: the
+//! call is refused or made harmless, the daemon stays small and alive, and
+//! other sessions keep computing.
+
+mod common;
+
+use common::{Backend, RawFrontend};
+use vgpu_protocol::frame::{decode_reply, BatchBuilder, Reply};
+use vgpu_protocol::messages::*;
+use vgpu_protocol::{DataRef, Request, Status};
+use vgpu_transport::loopback::{LoopbackConfig, LoopbackDevice};
+use vgpu_transport::vring::DescSpec;
+
+const SOURCE: &[u8] = b"kernel void inc(global int* p) { p[get_global_id(0)] += 1; }";
+
+/// Sets up context 1, queue 2, program 3, kernel 4 (`inc`) and a buffer 5
+/// of `n` ints holding 0..n, with the kernel's argument set.
+fn set_up(raw: &mut RawFrontend, session: u64, n: usize) {
+    let reply = raw.batch(
+        session,
+        &[
+            CreateContext {
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            CreateQueue {
+                queue: 2,
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            CreateProgramWithSource {
+                program: 3,
+                context: 1,
+                source: SOURCE.to_vec(),
+            }
+            .into(),
+            BuildProgram {
+                program: 3,
+                options: vec![],
+            }
+            .into(),
+            CreateKernel {
+                kernel: 4,
+                program: 3,
+                name: b"inc".to_vec(),
+            }
+            .into(),
+        ],
+    );
+    assert!(
+        reply.records.iter().all(|r| r.status.is_success()),
+        "{reply:?}"
+    );
+    let data: Vec<u8> = (0..n as i32).flat_map(|v| v.to_le_bytes()).collect();
+    let at = raw.scratch(2 << 20);
+    raw.dev.write_guest(at, &data).expect("write data");
+    let batch = batch_of(
+        raw,
+        session,
+        &[
+            CreateBuffer {
+                mem: 5,
+                context: 1,
+                flags: 1,
+                size: data.len() as u64,
+                init: DataRef {
+                    offset: 0,
+                    len: data.len() as u64,
+                },
+            }
+            .into(),
+            SetKernelArg {
+                kernel: 4,
+                index: 0,
+                arg_kind: vgpu_protocol::ArgKind::Mem as u32,
+                size: 8,
+                value: vec![],
+                handle: 5,
+            }
+            .into(),
+        ],
+    );
+    let reply = send(raw, batch, &[(at, data.len() as u32)], &[]);
+    assert!(
+        reply.records.iter().all(|r| r.status.is_success()),
+        "{reply:?}"
+    );
+}
+
+/// Runs `inc` over the `n` ints and reads them back.
+fn compute(raw: &mut RawFrontend, session: u64, n: usize) -> Vec<i32> {
+    let (reply, data) = raw.batch_with_in(
+        session,
+        &[
+            launch(1, [n as u64, 1, 1], [0; 3]),
+            EnqueueReadBuffer {
+                queue: 2,
+                mem: 5,
+                offset: 0,
+                data: DataRef {
+                    offset: 0,
+                    len: 4 * n as u64,
+                },
+                wait: vec![],
+                event: 0,
+            }
+            .into(),
+        ],
+        4 * n as u32,
+    );
+    assert!(
+        reply.records.iter().all(|r| r.status.is_success()),
+        "{reply:?}"
+    );
+    data.chunks(4)
+        .map(|c| i32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect()
+}
+
+fn launch(work_dim: u32, global: [u64; 3], local: [u64; 3]) -> Request {
+    EnqueueNdRange {
+        queue: 2,
+        kernel: 4,
+        work_dim,
+        offset: [0; 3],
+        global,
+        local,
+        wait: vec![],
+        event: 0,
+    }
+    .into()
+}
+
+/// Sends one batch whose out-data and in-data descriptors are the guest
+/// ranges `out` and `in_` (address, length), which may alias each other.
+fn send(raw: &mut RawFrontend, batch: Vec<u8>, out: &[(u64, u32)], in_: &[(u64, u32)]) -> Reply {
+    let reply_len = 64 << 10;
+    let (req_at, reply_at) = (raw.scratch(0), raw.scratch(1 << 20));
+    raw.dev.write_guest(req_at, &batch).expect("write request");
+    raw.dev
+        .write_guest(reply_at, &vec![0u8; reply_len as usize])
+        .expect("clear reply");
+    let spec = |writable| {
+        move |&(addr, len): &(u64, u32)| DescSpec {
+            addr,
+            len,
+            writable,
+        }
+    };
+    let mut chain = vec![DescSpec {
+        addr: req_at,
+        len: batch.len() as u32,
+        writable: false,
+    }];
+    chain.extend(out.iter().map(spec(false)));
+    chain.push(DescSpec {
+        addr: reply_at,
+        len: reply_len,
+        writable: true,
+    });
+    chain.extend(in_.iter().map(spec(true)));
+    raw.send_chain(&chain);
+    let mut reply = vec![0u8; reply_len as usize];
+    raw.dev
+        .read_guest(reply_at, &mut reply)
+        .expect("read reply");
+    decode_reply(&reply).expect("well-formed reply")
+}
+
+/// Requests as one batch of their own.
+fn batch_of(raw: &mut RawFrontend, session: u64, requests: &[Request]) -> Vec<u8> {
+    let mut builder = BatchBuilder::new(0);
+    for request in requests {
+        builder.push(raw.next_seq, request);
+        raw.next_seq += 1;
+    }
+    builder.finish(session, 64 << 10)
+}
+
+/// The daemon's peak resident memory (`VmHWM`), in bytes.
+fn peak_rss(backend: &Backend) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", backend.pid()))
+        .expect("read /proc/PID/status");
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .expect("VmHWM line");
+    let kib: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .expect("VmHWM value");
+    kib << 10
+}
+
+#[test]
+fn absurd_launch_sizes_are_refused_and_every_session_keeps_computing() {
+    let mut backend = Backend::start();
+    let mut other = backend.raw();
+    other.open_session(1);
+    set_up(&mut other, 1, 64);
+    let mut raw = backend.raw();
+    raw.open_session(2);
+    set_up(&mut raw, 2, 64);
+    // 2^31 x 2^31 with no local size aborted PoCL 3.1 (`max_wgs > 0`).
+    for (dims, global, local) in [
+        (2, [1 << 31, 1 << 31, 1], [0; 3]),
+        (3, [1 << 22, 1 << 22, 1 << 22], [0; 3]),
+        (2, [65_537, 65_539, 1], [0; 3]),
+        (2, [1 << 31, 1 << 31, 1], [1, 1, 1]),
+        (1, [1 << 32, 1, 1], [0; 3]),
+    ] {
+        let reply = raw.batch(2, &[launch(dims, global, local)]);
+        assert_eq!(
+            reply.records[0].status,
+            Status::INVALID_GLOBAL_WORK_SIZE,
+            "{global:?} / {local:?}"
+        );
+    }
+    assert!(backend.is_running(), "the daemon survived the launches");
+    let expected: Vec<i32> = (1..=64).collect();
+    assert_eq!(
+        compute(&mut raw, 2, 64),
+        expected,
+        "the guest itself goes on"
+    );
+    assert_eq!(compute(&mut other, 1, 64), expected, "so does another VM");
+}
+
+/// A front-end whose data area holds one 240 MiB window (sparse: only the
+/// bytes written are ever touched) that many descriptors alias. A chain
+/// carries less than 2^32 bytes in all (virtio; `virtio-queue` ends the
+/// chain there), so 16 windows are about the most one call can name.
+const WINDOW: u32 = 240 << 20;
+
+fn big_frontend(backend: &Backend) -> RawFrontend {
+    let config = LoopbackConfig {
+        data_len: 256 << 20,
+        ..Default::default()
+    };
+    RawFrontend {
+        dev: LoopbackDevice::connect(&backend.socket, &config).expect("connect"),
+        next_seq: 1,
+    }
+}
+
+#[test]
+fn rect_transfers_over_aliasing_descriptors_stage_a_bounded_amount() {
+    let backend = Backend::start();
+    let mut raw = big_frontend(&backend);
+    raw.open_session(1);
+    set_up(&mut raw, 1, 1 << 18); // a 1 MiB buffer holding 0..2^18
+    let window = raw.scratch(4 << 20);
+    let windows = 16u64; // 3.75 GiB of in-data, all over the same pages
+    let in_: Vec<(u64, u32)> = (0..windows).map(|_| (window, WINDOW)).collect();
+    let before = peak_rss(&backend);
+
+    // A region that claims 200 GiB of the 1 MiB buffer: refused first.
+    let region = [1 << 20, 1 << 10, 200];
+    let request = EnqueueReadBufferRect {
+        queue: 2,
+        mem: 5,
+        buffer_origin: [0; 3],
+        host_origin: [0; 3],
+        region,
+        buffer_row_pitch: 0,
+        buffer_slice_pitch: 0,
+        host_row_pitch: 0,
+        host_slice_pitch: 0,
+        data: DataRef {
+            offset: 0,
+            len: windows * u64::from(WINDOW),
+        },
+        wait: vec![],
+        event: 0,
+    };
+    let batch = batch_of(&mut raw, 1, &[request.clone().into()]);
+    let reply = send(&mut raw, batch, &[], &in_);
+    assert_eq!(reply.records[0].status, Status::INVALID_VALUE, "{reply:?}");
+
+    // A legal rect whose rows lie 1 GiB apart in the guest's 3.75 GiB:
+    // moved row by row, each row landing where the geometry says.
+    let pitch = 1u64 << 30;
+    let rows = 4u64;
+    let request = EnqueueReadBufferRect {
+        region: [64, rows, 1],
+        buffer_origin: [128, 2, 0],
+        buffer_row_pitch: 4096,
+        host_row_pitch: pitch,
+        ..request
+    };
+    let batch = batch_of(&mut raw, 1, &[request.into()]);
+    let reply = send(&mut raw, batch, &[], &in_);
+    assert_eq!(reply.records[0].status, Status::SUCCESS, "{reply:?}");
+    let mut seen = Vec::new();
+    for y in 0..rows {
+        let at = (y * pitch) % u64::from(WINDOW);
+        assert!(
+            seen.iter().all(|&s: &u64| s.abs_diff(at) >= 64),
+            "rows overlap"
+        );
+        seen.push(at);
+        let mut row = [0u8; 64];
+        raw.dev.read_guest(window + at, &mut row).expect("read row");
+        let first = ((2 + y) * 4096 + 128) / 4;
+        let want: Vec<u8> = (first..first + 16)
+            .flat_map(|v| (v as i32).to_le_bytes())
+            .collect();
+        assert_eq!(row.to_vec(), want, "row {y}");
+    }
+
+    // The same over out-data: a rect write from two descriptors over the
+    // same 240 MiB, its 4 KiB rows 512 KiB apart.
+    for y in 0..256u64 {
+        raw.dev
+            .write_guest(window + (y << 19), &[7u8; 4096])
+            .expect("write pattern");
+    }
+    let request = EnqueueWriteBufferRect {
+        queue: 2,
+        mem: 5,
+        buffer_origin: [0; 3],
+        host_origin: [0; 3],
+        region: [4096, 256, 1],
+        buffer_row_pitch: 0,
+        buffer_slice_pitch: 0,
+        host_row_pitch: 1 << 19,
+        host_slice_pitch: 0,
+        data: DataRef {
+            offset: 0,
+            len: 2 * u64::from(WINDOW),
+        },
+        wait: vec![],
+        event: 0,
+    };
+    let batch = batch_of(&mut raw, 1, &[request.into()]);
+    let reply = send(&mut raw, batch, &[(window, WINDOW); 2], &[]);
+    assert_eq!(reply.records[0].status, Status::SUCCESS, "{reply:?}");
+    let (reply, data) = raw.batch_with_in(
+        1,
+        &[EnqueueReadBuffer {
+            queue: 2,
+            mem: 5,
+            offset: 0,
+            data: DataRef {
+                offset: 0,
+                len: 1 << 20,
+            },
+            wait: vec![],
+            event: 0,
+        }
+        .into()],
+        1 << 20,
+    );
+    assert!(reply.records[0].status.is_success(), "{reply:?}");
+    assert!(data.iter().all(|&b| b == 7), "the rect write landed whole");
+
+    // Contiguous guest memory still goes to the driver in place, and the
+    // bytes the rect skips keep the guest's values.
+    let in_at = raw.scratch(2 << 20);
+    raw.dev.write_guest(in_at, &[1; 96]).expect("write in-data");
+    let (reply, data) = raw.batch_with_in(
+        1,
+        &[EnqueueReadBufferRect {
+            queue: 2,
+            mem: 5,
+            buffer_origin: [8, 1, 0],
+            host_origin: [4, 1, 0],
+            region: [8, 2, 1],
+            buffer_row_pitch: 16,
+            buffer_slice_pitch: 0,
+            host_row_pitch: 32,
+            host_slice_pitch: 0,
+            data: DataRef { offset: 0, len: 96 },
+            wait: vec![],
+            event: 0,
+        }
+        .into()],
+        96,
+    );
+    assert!(reply.records[0].status.is_success(), "{reply:?}");
+    assert_eq!(&data[36..44], &[7; 8]);
+    assert_eq!(&data[68..76], &[7; 8]);
+    assert!(data[..36].iter().chain(&data[44..68]).all(|&b| b == 1));
+
+    let grown = peak_rss(&backend).saturating_sub(before);
+    assert!(
+        grown < 96 << 20,
+        "the daemon's peak RSS grew by {} MiB",
+        grown >> 20
+    );
+}
+
+#[test]
+fn initial_data_over_aliasing_descriptors_is_streamed_or_refused_first() {
+    let backend = Backend::start_with(&["--max-memory", "64M"], &[]);
+    let mut raw = big_frontend(&backend);
+    raw.open_session(1);
+    set_up(&mut raw, 1, 16);
+    let window = raw.scratch(4 << 20);
+    let pattern: Vec<u8> = (0..64u32 << 10).map(|i| (i % 251) as u8).collect();
+    raw.dev
+        .write_guest(window, &pattern)
+        .expect("write pattern");
+    let before = peak_rss(&backend);
+
+    // 1 MiB of initial data from 16 descriptors over the same 64 KiB.
+    let create = |mem, flags, size| -> Request {
+        CreateBuffer {
+            mem,
+            context: 1,
+            flags,
+            size,
+            init: DataRef {
+                offset: 0,
+                len: size,
+            },
+        }
+        .into()
+    };
+    let batch = batch_of(&mut raw, 1, &[create(6, 1, 1 << 20)]);
+    let reply = send(&mut raw, batch, &[(window, 64 << 10); 16], &[]);
+    assert_eq!(reply.records[0].status, Status::SUCCESS, "{reply:?}");
+    let (reply, data) = raw.batch_with_in(
+        1,
+        &[EnqueueReadBuffer {
+            queue: 2,
+            mem: 6,
+            offset: 0,
+            data: DataRef {
+                offset: 0,
+                len: 1 << 20,
+            },
+            wait: vec![],
+            event: 0,
+        }
+        .into()],
+        1 << 20,
+    );
+    assert!(reply.records[0].status.is_success(), "{reply:?}");
+    assert!(data.chunks(64 << 10).all(|c| c == pattern.as_slice()));
+
+    // 3.5 GiB for a buffer the host may not write (CL_MEM_HOST_NO_ACCESS)
+    // is over the 64 MiB quota: refused before anything is staged.
+    let batch = batch_of(
+        &mut raw,
+        1,
+        &[create(7, 1 | (1 << 9), 15 * u64::from(WINDOW))],
+    );
+    let reply = send(&mut raw, batch, &[(window, WINDOW); 15], &[]);
+    assert_eq!(
+        reply.records[0].status,
+        Status::OUT_OF_RESOURCES,
+        "{reply:?}"
+    );
+    let grown = peak_rss(&backend).saturating_sub(before);
+    assert!(
+        grown < 96 << 20,
+        "the daemon's peak RSS grew by {} MiB",
+        grown >> 20
+    );
+}
