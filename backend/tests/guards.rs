@@ -134,10 +134,14 @@ fn launch(work_dim: u32, global: [u64; 3], local: [u64; 3]) -> Request {
     .into()
 }
 
+/// Room for replies: up to 1 MiB (a program binary), between the request
+/// and the data areas.
+const REPLY_LEN: u32 = 1 << 20;
+
 /// Sends one batch whose out-data and in-data descriptors are the guest
 /// ranges `out` and `in_` (address, length), which may alias each other.
 fn send(raw: &mut RawFrontend, batch: Vec<u8>, out: &[(u64, u32)], in_: &[(u64, u32)]) -> Reply {
-    let reply_len = 64 << 10;
+    let reply_len = REPLY_LEN;
     let (req_at, reply_at) = (raw.scratch(0), raw.scratch(1 << 20));
     raw.dev.write_guest(req_at, &batch).expect("write request");
     raw.dev
@@ -177,7 +181,7 @@ fn batch_of(raw: &mut RawFrontend, session: u64, requests: &[Request]) -> Vec<u8
         builder.push(raw.next_seq, request);
         raw.next_seq += 1;
     }
-    builder.finish(session, 64 << 10)
+    builder.finish(session, REPLY_LEN)
 }
 
 /// The daemon's peak resident memory (`VmHWM`), in bytes.
@@ -462,4 +466,139 @@ fn initial_data_over_aliasing_descriptors_is_streamed_or_refused_first() {
         "the daemon's peak RSS grew by {} MiB",
         grown >> 20
     );
+}
+
+/// The checkpoint at `from` with its state changed by `edit`, written
+/// whole and well-formed (valid checksums) to `to`: what any front-end can
+/// hand the daemon through `SET_DEVICE_STATE_FD`.
+fn crafted(
+    from: &std::path::Path,
+    to: &std::path::Path,
+    edit: impl Fn(&mut vgpu_migration::SessionStateV2),
+) {
+    use vgpu_migration::{Item, SessionState, StreamReader, StreamWriter, VgpuState};
+    let bytes = std::fs::read(from).expect("read checkpoint");
+    let mut reader = StreamReader::new(bytes.as_slice()).expect("stream header");
+    let mut writer = StreamWriter::new(Vec::new()).expect("writer");
+    while let Some(item) = reader.next_item().expect("good stream") {
+        match item {
+            Item::State(mut state) => {
+                let VgpuState::V1(vgpu) = state.as_mut();
+                for session in &mut vgpu.sessions {
+                    match session {
+                        SessionState::V1(_) => panic!("a V1 session in a new checkpoint"),
+                        SessionState::V2(s) => edit(s),
+                        SessionState::V3(s) => edit(&mut s.objects),
+                    }
+                }
+                writer.write_state(&state).expect("write state");
+            }
+            Item::BufferChunk {
+                session,
+                buffer,
+                offset,
+                data,
+            } => writer
+                .write_buffer_chunk(session, buffer, offset, data)
+                .expect("write buffer"),
+            Item::End(_) => break,
+        }
+    }
+    let (out, _) = writer.finish().expect("finish");
+    std::fs::write(to, out).expect("write crafted stream");
+}
+
+fn mem_count(raw: &mut RawFrontend, session: u64) -> u64 {
+    let reply = raw.batch(session, &[SessionStats {}.into()]);
+    SessionStatsReply::from_bytes(&reply.records[0].payload)
+        .expect("stats")
+        .counts[vgpu_protocol::ObjectKind::Mem.index()]
+}
+
+#[test]
+fn restore_streams_pass_the_guards_of_a_guest_call() {
+    use vgpu_migration::ProgramOrigin;
+    let backend = Backend::start();
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    set_up(&mut raw, 1, 16);
+    let binaries = GetInfo {
+        target: vgpu_protocol::InfoTarget::Program as u32,
+        handle: 3,
+        index: 0,
+        param: 0x1166, // CL_PROGRAM_BINARIES
+    };
+    let batch = batch_of(&mut raw, 1, &[binaries.into()]);
+    let reply = send(&mut raw, batch, &[], &[]);
+    assert!(reply.records[0].status.is_success(), "{reply:?}");
+    let binary = reply.records[0].payload.clone();
+    let reply = raw.batch(
+        1,
+        &[
+            CreateProgramWithBinary {
+                program: 6,
+                context: 1,
+                binary,
+            }
+            .into(),
+            BuildProgram {
+                program: 6,
+                options: vec![],
+            }
+            .into(),
+        ],
+    );
+    assert!(
+        reply.records.iter().all(|r| r.status.is_success()),
+        "a binary this daemon handed out comes back: {reply:?}"
+    );
+    let good = backend.dir().join("good.ckpt");
+    let (ok, out) = backend.ctl(&["checkpoint", good.to_str().expect("utf-8")]);
+    assert!(ok, "{out}");
+    // A change after the checkpoint, which a refused restore must keep.
+    let reply = raw.batch(
+        1,
+        &[CreateBuffer {
+            mem: 9,
+            context: 1,
+            flags: 1,
+            size: 64,
+            init: DataRef::NONE,
+        }
+        .into()],
+    );
+    assert!(reply.records[0].status.is_success(), "{reply:?}");
+    assert_eq!(mem_count(&mut raw, 1), 2);
+
+    let foreign = backend.dir().join("foreign-binary.ckpt");
+    crafted(&good, &foreign, |s| {
+        for p in &mut s.programs {
+            if let ProgramOrigin::Binary(b) = &mut p.origin {
+                let last = b.bytes.len() - 1;
+                b.bytes[last] ^= 1;
+            }
+        }
+    });
+    let device_queue = backend.dir().join("device-queue.ckpt");
+    crafted(&good, &device_queue, |s| {
+        for q in &mut s.queues {
+            q.properties = vec![0x1093, 0b111, 0x1094, 1 << 16];
+        }
+    });
+    for (path, why) in [(&foreign, "did not hand out"), (&device_queue, "queue")] {
+        let (ok, out) = backend.ctl(&["restore", path.to_str().expect("utf-8")]);
+        assert!(!ok, "{} was restored: {out}", path.display());
+        assert!(out.contains(why), "{}: {out}", path.display());
+        assert_eq!(
+            mem_count(&mut raw, 1),
+            2,
+            "the refused restore changed nothing"
+        );
+    }
+    assert_eq!(compute(&mut raw, 1, 16), (1..=16).collect::<Vec<i32>>());
+
+    // The checkpoint itself restores: its binary was handed out here.
+    let (ok, out) = backend.ctl(&["restore", good.to_str().expect("utf-8")]);
+    assert!(ok, "{out}");
+    assert_eq!(mem_count(&mut raw, 1), 1);
 }

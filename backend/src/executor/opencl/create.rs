@@ -82,20 +82,14 @@ impl OpenClSession {
         Ok(())
     }
 
-    pub(super) fn new_queue_checked(
-        &self,
-        context: Arc<ContextEntry>,
-        properties: &[u64],
-    ) -> Result<QueueEntry, Status> {
-        super::guard::check_queue_properties(properties)?;
-        self.new_queue(context, properties)
-    }
-
+    /// A queue, for a guest call and for a restore alike: the properties
+    /// pass the same guard either way.
     pub(super) fn new_queue(
         &self,
         context: Arc<ContextEntry>,
         properties: &[u64],
     ) -> Result<QueueEntry, Status> {
+        super::guard::check_queue_properties(properties)?;
         let props = queue_properties(properties)?;
         // SAFETY: `props` is a zero-terminated list that outlives the call.
         let raw = unsafe {
@@ -116,7 +110,7 @@ impl OpenClSession {
 
     pub(super) fn create_queue(&mut self, m: &CreateQueue) -> Result<(), Status> {
         let context = self.contexts.get(m.context)?.clone();
-        let entry = self.new_queue_checked(context, &m.properties)?;
+        let entry = self.new_queue(context, &m.properties)?;
         self.queues.insert(m.queue, entry)?;
         Ok(())
     }
@@ -276,7 +270,9 @@ impl OpenClSession {
         Ok(())
     }
 
-    /// A program created (not built) from its origin.
+    /// A program created (not built) from its origin, for a guest call and
+    /// for a restore alike: sources, binaries and options pass the same
+    /// guards either way.
     pub(super) fn new_program(
         &self,
         context: Arc<ContextEntry>,
@@ -294,6 +290,7 @@ impl OpenClSession {
                 if binary.is_empty() {
                     return Err(Status::INVALID_VALUE);
                 }
+                super::guard::check_binary(binary)?;
                 // SAFETY: one device, one binary slice that outlives the call.
                 unsafe {
                     cl3::program::create_program_with_binary(
@@ -345,14 +342,11 @@ impl OpenClSession {
                 m.context,
                 ProgramOrigin::Source(m.source.clone()),
             ),
-            Request::CreateProgramWithBinary(m) => {
-                super::guard::check_binary(&m.binary)?;
-                (
-                    m.program,
-                    m.context,
-                    ProgramOrigin::Binary(m.binary.clone()),
-                )
-            }
+            Request::CreateProgramWithBinary(m) => (
+                m.program,
+                m.context,
+                ProgramOrigin::Binary(m.binary.clone()),
+            ),
             Request::CreateProgramWithIl(m) => {
                 (m.program, m.context, ProgramOrigin::Il(m.il.clone()))
             }
