@@ -602,3 +602,85 @@ fn restore_streams_pass_the_guards_of_a_guest_call() {
     assert!(ok, "{out}");
     assert_eq!(mem_count(&mut raw, 1), 1);
 }
+
+#[test]
+fn build_logs_name_no_host_paths() {
+    let backend = Backend::start();
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    let reply = raw.batch(
+        1,
+        &[
+            CreateContext {
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            CreateProgramWithSource {
+                program: 2,
+                context: 1,
+                source: b"kernel void k(global int* p) { p[0] = undeclared; }".to_vec(),
+            }
+            .into(),
+            BuildProgram {
+                program: 2,
+                options: vec![],
+            }
+            .into(),
+            GetInfo {
+                target: vgpu_protocol::InfoTarget::ProgramBuild as u32,
+                handle: 2,
+                index: 0,
+                param: 0x1183, // CL_PROGRAM_BUILD_LOG
+            }
+            .into(),
+        ],
+    );
+    assert_eq!(reply.records[2].status, Status::BUILD_PROGRAM_FAILURE);
+    assert!(reply.records[3].status.is_success(), "{reply:?}");
+    let log = String::from_utf8_lossy(&reply.records[3].payload).into_owned();
+    println!("build log: {log}");
+    assert!(log.contains("undeclared"), "the log still says what failed");
+    let home = std::env::var("HOME").unwrap_or_default();
+    for host in ["/tmp/", "/.cache/", "/root/", "/home/", "/var/", "/usr/"] {
+        assert!(
+            !log.contains(host),
+            "the log names a host path ({host}): {log}"
+        );
+    }
+    assert!(
+        home.is_empty() || !log.contains(&home),
+        "the log names $HOME: {log}"
+    );
+}
+
+#[test]
+fn context_properties_outside_the_allow_list_are_refused() {
+    let backend = Backend::start();
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    let create = |context, properties| -> Request {
+        CreateContext {
+            context,
+            properties,
+        }
+        .into()
+    };
+    let reply = raw.batch(
+        1,
+        &[
+            create(1, vec![0x2008, 0xdead_beef, 0]), // CL_GL_CONTEXT_KHR
+            create(2, vec![0x1085, 1, 0x1085, 0, 0]),
+            create(3, vec![0x1085, 1, 0]), // CL_CONTEXT_INTEROP_USER_SYNC
+        ],
+    );
+    let statuses: Vec<Status> = reply.records.iter().map(|r| r.status).collect();
+    assert_eq!(
+        statuses,
+        [
+            Status::INVALID_PROPERTY,
+            Status::INVALID_PROPERTY,
+            Status::SUCCESS
+        ]
+    );
+}

@@ -21,27 +21,32 @@ pub(super) fn cstring(bytes: &[u8], invalid: Status) -> Result<CString, Status> 
     CString::new(bytes.to_vec()).map_err(|_| invalid)
 }
 
-/// Properties lists from the guest end with 0; the platform entry, which
-/// names the guest's platform object, is replaced by the host's.
+/// Context properties a guest may pass: the platform (whose value names
+/// the guest's platform object and is replaced by the host's) and
+/// `CL_CONTEXT_INTEROP_USER_SYNC` with `CL_TRUE` or `CL_FALSE`. Everything
+/// else (GL, D3D, VA and EGL interop handles, vendor extensions) would hand
+/// the driver a value that means something only in the guest's process:
+/// `CL_INVALID_PROPERTY`, as for a name given twice. Lists end with 0.
 pub(super) fn context_properties(
     guest: &[u64],
     platform: cl_platform_id,
 ) -> Result<Vec<cl_context_properties>, Status> {
+    const PLATFORM: u64 = 0x1084;
+    const INTEROP_USER_SYNC: u64 = 0x1085;
     let mut out = Vec::new();
+    let mut seen = Vec::new();
     for pair in guest.chunks(2) {
-        match pair {
+        match *pair {
             [0] | [0, _] => break,
-            [key, value] => {
-                let key = *key as cl_context_properties;
-                out.push(key);
-                if key == cl3::context::CL_CONTEXT_PLATFORM as cl_context_properties {
-                    out.push(platform as cl_context_properties);
-                } else {
-                    out.push(*value as cl_context_properties);
-                }
-            }
+            [key, _] if seen.contains(&key) => return Err(Status::INVALID_PROPERTY),
+            [PLATFORM, _] => out.extend([PLATFORM as cl_context_properties, platform as _]),
+            [INTEROP_USER_SYNC, value @ (0 | 1)] => out.extend([
+                INTEROP_USER_SYNC as cl_context_properties,
+                value as cl_context_properties,
+            ]),
             _ => return Err(Status::INVALID_PROPERTY),
         }
+        seen.push(pair[0]);
     }
     out.push(0);
     Ok(out)
@@ -574,5 +579,33 @@ fn kernel_entry(raw: cl_kernel, program: Arc<ProgramEntry>, name: Vec<u8>) -> Ho
         program,
         classes,
         args: Mutex::new(vec![ArgRecord::Unset; num_args as usize]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_platform_and_user_sync_context_properties_pass() {
+        let platform = 0x5000 as cl_platform_id;
+        assert_eq!(
+            context_properties(&[0x1084, 7, 0x1085, 1, 0], platform),
+            Ok(vec![0x1084, 0x5000, 0x1085, 1, 0])
+        );
+        assert_eq!(context_properties(&[], platform), Ok(vec![0]));
+        for bad in [
+            &[0x2008, 0xdead, 0][..],   // CL_GL_CONTEXT_KHR
+            &[0x1085, 2, 0],            // not a cl_bool
+            &[0x1085, 1, 0x1085, 0, 0], // twice
+            &[0x1085],                  // cut short
+            &[0x4000_0000, 1, 0],       // a vendor's
+        ] {
+            assert_eq!(
+                context_properties(bad, platform),
+                Err(Status::INVALID_PROPERTY),
+                "{bad:x?}"
+            );
+        }
     }
 }

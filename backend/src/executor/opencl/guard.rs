@@ -166,23 +166,70 @@ pub fn check_source(source: &[u8]) -> Result<(), Status> {
 /// inside it), so a guest may only give back binaries the backend produced.
 static ISSUED_BINARIES: std::sync::OnceLock<IssuedBinaries> = std::sync::OnceLock::new();
 
+/// Binaries remembered at most. Past this many, the one handed out or
+/// given back longest ago is forgotten (and refused if it comes back), so
+/// a guest that asks for binaries in a loop holds a fixed amount of host
+/// memory (about 48 bytes each: 0.8 MiB in all).
+pub const MAX_ISSUED_BINARIES: usize = 16 << 10;
+
+type BinaryKey = (u64, u64, usize);
+
 struct IssuedBinaries {
     keys: (
         std::collections::hash_map::RandomState,
         std::collections::hash_map::RandomState,
     ),
-    seen: std::sync::Mutex<std::collections::HashSet<(u64, u64, usize)>>,
+    seen: std::sync::Mutex<Recent>,
+}
+
+/// Keys with the tick they were last used at, at most `cap` of them.
+struct Recent {
+    cap: usize,
+    tick: u64,
+    used: std::collections::HashMap<BinaryKey, u64>,
+}
+
+impl Recent {
+    fn new(cap: usize) -> Recent {
+        Recent {
+            cap,
+            tick: 0,
+            used: Default::default(),
+        }
+    }
+
+    /// Notes a use of `key`; forgets the least recently used past the cap.
+    fn touch(&mut self, key: BinaryKey) {
+        self.tick += 1;
+        self.used.insert(key, self.tick);
+        if self.used.len() > self.cap {
+            // A linear scan, once per binary handed out past the cap:
+            // cheap next to the build that made the binary.
+            if let Some(oldest) = self.used.iter().min_by_key(|(_, t)| **t).map(|(k, _)| *k) {
+                self.used.remove(&oldest);
+            }
+        }
+    }
+
+    /// Whether `key` is known; a known key counts as used now.
+    fn contains(&mut self, key: BinaryKey) -> bool {
+        let known = self.used.contains_key(&key);
+        if known {
+            self.touch(key);
+        }
+        known
+    }
 }
 
 fn issued() -> &'static IssuedBinaries {
     ISSUED_BINARIES.get_or_init(|| IssuedBinaries {
         keys: Default::default(),
-        seen: Default::default(),
+        seen: std::sync::Mutex::new(Recent::new(MAX_ISSUED_BINARIES)),
     })
 }
 
 /// A 128-bit hash keyed with this process's random keys.
-fn binary_key(binary: &[u8]) -> (u64, u64, usize) {
+fn binary_key(binary: &[u8]) -> BinaryKey {
     use std::hash::BuildHasher;
     let keys = &issued().keys;
     (
@@ -199,17 +246,17 @@ pub fn issue_binary(binary: &[u8]) {
         .seen
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .insert(key);
+        .touch(key);
 }
 
-/// Refuses binaries this daemon did not hand out.
+/// Refuses binaries this daemon did not hand out (or has forgotten).
 pub fn check_binary(binary: &[u8]) -> Result<(), Status> {
     let key = binary_key(binary);
     if issued()
         .seen
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .contains(&key)
+        .contains(key)
     {
         Ok(())
     } else {
@@ -244,6 +291,43 @@ pub fn check_queue_properties(properties: &[u64]) -> Result<(), Status> {
         }
     }
     Ok(())
+}
+
+/// Bytes that may belong to a host path.
+fn is_path_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/' | b'~' | b'+' | b'@' | b'%')
+}
+
+/// A build log with host paths cut to their last component: the host
+/// compiler names its own files (PoCL compiles a temporary copy of the
+/// source under `~/.cache/pocl/kcache/` or `/tmp`), which tells a guest
+/// the daemon's user, home and layout. An absolute path of at least two
+/// components (`/a/b`, `~/a`) becomes its file name, so the log still
+/// says `tempfile_x.cl:1:39: use of undeclared identifier`; a lone `/x`
+/// (often division in a quoted source line) stays.
+pub fn scrub_host_paths(log: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(log.len());
+    let mut i = 0;
+    while i < log.len() {
+        let starts = (log[i] == b'/' || log[i..].starts_with(b"~/"))
+            && (i == 0 || !is_path_byte(log[i - 1]));
+        if !starts {
+            out.push(log[i]);
+            i += 1;
+            continue;
+        }
+        let end = i + log[i..].iter().take_while(|b| is_path_byte(**b)).count();
+        let token = &log[i..end];
+        let slashes = token.iter().filter(|b| **b == b'/').count();
+        if slashes >= 2 || (token.starts_with(b"~/") && token.len() > 2) {
+            let name = token.rsplit(|b| *b == b'/').next().unwrap_or_default();
+            out.extend_from_slice(name);
+        } else {
+            out.extend_from_slice(token);
+        }
+        i = end;
+    }
+    out
 }
 
 /// Guest warnings of the checks here, for every session of the process
@@ -372,10 +456,49 @@ mod tests {
     }
 
     #[test]
+    fn issued_binaries_are_bounded_and_the_least_recently_used_goes_first() {
+        let mut recent = Recent::new(3);
+        for k in 1..=3 {
+            recent.touch((k, k, 1));
+        }
+        assert!(recent.contains((1, 1, 1)), "a use refreshes 1");
+        recent.touch((4, 4, 1));
+        assert_eq!(recent.used.len(), 3);
+        assert!(!recent.contains((2, 2, 1)), "2 was the least recently used");
+        assert!(recent.contains((1, 1, 1)) && recent.contains((3, 3, 1)));
+        for k in 5..10_000 {
+            recent.touch((k, k, 1));
+        }
+        assert_eq!(recent.used.len(), 3);
+    }
+
+    #[test]
     fn only_host_queues_are_accepted() {
         assert!(check_queue_properties(&[0x1093, 0b11, 0]).is_ok());
         assert!(check_queue_properties(&[0x1093, 0b101, 0x1094, 16, 0]).is_err());
         assert!(check_queue_properties(&[0x1094, 16, 0]).is_err());
+    }
+
+    #[test]
+    fn build_logs_lose_host_paths_but_keep_the_message() {
+        let scrub = |log: &str| String::from_utf8(scrub_host_paths(log.as_bytes())).unwrap();
+        assert_eq!(
+            scrub("error: /root/.cache/pocl/kcache/tempfile_YAuo2T.cl:1:39: use of undeclared identifier"),
+            "error: tempfile_YAuo2T.cl:1:39: use of undeclared identifier"
+        );
+        assert_eq!(
+            scrub("In file included from /usr/lib/clc/x.h:3:"),
+            "In file included from x.h:3:"
+        );
+        assert_eq!(
+            scrub("see ~/.cache/pocl and \"/tmp/a/b.cl\""),
+            "see pocl and \"b.cl\""
+        );
+        assert_eq!(
+            scrub("int x = a /b; int y = c/d/e;"),
+            "int x = a /b; int y = c/d/e;"
+        );
+        assert_eq!(scrub("/home/u/"), "");
     }
 
     #[test]
