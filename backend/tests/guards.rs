@@ -684,3 +684,113 @@ fn context_properties_outside_the_allow_list_are_refused() {
         ]
     );
 }
+
+#[test]
+fn a_wait_nobody_ends_cannot_stall_a_checkpoint() {
+    use std::time::{Duration, Instant};
+    let backend = Backend::start();
+    // VM A (front-end 1): session 1 waits on a user event nobody sets.
+    let mut a = backend.raw();
+    a.open_session(1);
+    a.open_session(2);
+    let reply = a.batch(
+        1,
+        &[
+            CreateContext {
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            CreateUserEvent {
+                event: 2,
+                context: 1,
+            }
+            .into(),
+        ],
+    );
+    assert!(
+        reply.records.iter().all(|r| r.status.is_success()),
+        "{reply:?}"
+    );
+    let wait = batch_of(&mut a, 1, &[WaitForEvents { events: vec![2] }.into()]);
+    let (req_at, reply_at) = (a.scratch(8 << 20), a.scratch(9 << 20));
+    a.dev.write_guest(req_at, &wait).expect("write request");
+    a.dev
+        .write_guest(reply_at, &vec![0u8; REPLY_LEN as usize])
+        .expect("clear reply");
+    a.dev
+        .send_chain(&[
+            DescSpec {
+                addr: req_at,
+                len: wait.len() as u32,
+                writable: false,
+            },
+            DescSpec {
+                addr: reply_at,
+                len: REPLY_LEN,
+                writable: true,
+            },
+        ])
+        .expect("send the wait");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        a.dev
+            .wait_used(Some(Duration::from_millis(10)))
+            .expect("poll")
+            .is_none(),
+        "the wait returned by itself"
+    );
+    // VM B (front-end 2) computes.
+    let mut b = backend.raw();
+    b.open_session(1);
+    set_up(&mut b, 1, 16);
+
+    let file_a = backend.dir().join("a.ckpt");
+    let mut checkpoint_a = std::process::Command::new(env!("CARGO_BIN_EXE_vgpu-ctl"))
+        .arg("--control")
+        .arg(&backend.control)
+        .args(["checkpoint", file_a.to_str().expect("utf-8"), "--vm", "1"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run vgpu-ctl");
+    // B's checkpoint goes through while A's waits for the stuck session.
+    let file_b = backend.dir().join("b.ckpt");
+    let (ok, out) = backend.ctl(&["checkpoint", file_b.to_str().expect("utf-8"), "--vm", "2"]);
+    assert!(ok, "{out}");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = checkpoint_a.try_wait().expect("vgpu-ctl") {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(40) {
+            let _ = checkpoint_a.kill();
+            panic!("the checkpoint of A stalled behind a wait nobody ends");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    println!("A's checkpoint ended after {:?}", started.elapsed());
+    assert!(
+        status.success(),
+        "A's checkpoint went on without the stuck wait"
+    );
+    // Only the stuck wait failed, with an error its guest can see.
+    assert!(
+        a.dev
+            .wait_used(Some(Duration::from_secs(5)))
+            .expect("wait")
+            .is_some(),
+        "the stuck wait was answered"
+    );
+    let mut reply = vec![0u8; 4096];
+    a.dev.read_guest(reply_at, &mut reply).expect("read reply");
+    let reply = decode_reply(&reply).expect("wait reply");
+    assert!(
+        !reply.records[0].status.is_success(),
+        "the failed wait reports an error: {reply:?}"
+    );
+    for session in [1, 2] {
+        let reply = a.batch(session, &[Ping {}.into()]);
+        assert!(reply.records[0].status.is_success(), "{reply:?}");
+    }
+    assert_eq!(compute(&mut b, 1, 16), (1..=16).collect::<Vec<i32>>());
+}
