@@ -256,13 +256,13 @@ fn rect_transfers_over_aliasing_descriptors_stage_a_bounded_amount() {
     let backend = Backend::start();
     let mut raw = big_frontend(&backend);
     raw.open_session(1);
-    set_up(&mut raw, 1, 1 << 18); // a 1 MiB buffer holding 0..2^18
+    set_up(&mut raw, 1, 1 << 19); // a 2 MiB buffer holding 0..2^19
     let window = raw.scratch(4 << 20);
     let windows = 16u64; // 3.75 GiB of in-data, all over the same pages
     let in_: Vec<(u64, u32)> = (0..windows).map(|_| (window, WINDOW)).collect();
     let before = peak_rss(&backend);
 
-    // A region that claims 200 GiB of the 1 MiB buffer: refused first.
+    // A region that claims 200 GiB of the 2 MiB buffer: refused first.
     let region = [1 << 20, 1 << 10, 200];
     let request = EnqueueReadBufferRect {
         queue: 2,
@@ -316,11 +316,48 @@ fn rect_transfers_over_aliasing_descriptors_stage_a_bounded_amount() {
         assert_eq!(row.to_vec(), want, "row {y}");
     }
 
-    // The same over out-data: a rect write from two descriptors over the
-    // same 240 MiB, its 4 KiB rows 512 KiB apart.
-    for y in 0..256u64 {
+    // A 3-D rect over two descriptors (whole slices in one piece), each
+    // byte where a CPU model of the spec puts it, the rest untouched.
+    let area = raw.scratch(40 << 20);
+    raw.dev.write_guest(area, &[0xee; 4000]).expect("fill");
+    let request = EnqueueReadBufferRect {
+        queue: 2,
+        mem: 5,
+        buffer_origin: [10, 6, 1],
+        host_origin: [1, 1, 1],
+        region: [12, 5, 3],
+        buffer_row_pitch: 4096,
+        buffer_slice_pitch: 4096 * 64,
+        host_row_pitch: 40,
+        host_slice_pitch: 40 * 20,
+        data: DataRef {
+            offset: 0,
+            len: 4000,
+        },
+        wait: vec![],
+        event: 0,
+    };
+    let batch = batch_of(&mut raw, 1, &[request.into()]);
+    let reply = send(&mut raw, batch, &[], &[(area, 2000), (area + 2000, 2000)]);
+    assert_eq!(reply.records[0].status, Status::SUCCESS, "{reply:?}");
+    let mut got = vec![0u8; 4000];
+    raw.dev.read_guest(area, &mut got).expect("read");
+    let mut want = vec![0xeeu8; 4000];
+    for z in 0..3 {
+        for y in 0..5 {
+            for x in 0..12 {
+                let b = (1 + z) * 4096 * 64 + (6 + y) * 4096 + 10 + x;
+                want[(1 + z) * 800 + (1 + y) * 40 + 1 + x] = ((b / 4) >> (8 * (b % 4))) as u8;
+            }
+        }
+    }
+    assert!(got == want, "the 3-D rect landed where the spec says");
+
+    // The same over out-data: a rect write of 2 MiB (two pieces) from two
+    // descriptors over the same 240 MiB, its 4 KiB rows 256 KiB apart.
+    for y in 0..512u64 {
         raw.dev
-            .write_guest(window + (y << 19), &[7u8; 4096])
+            .write_guest(window + (y << 18), &[(y % 251) as u8; 4096])
             .expect("write pattern");
     }
     let request = EnqueueWriteBufferRect {
@@ -328,10 +365,10 @@ fn rect_transfers_over_aliasing_descriptors_stage_a_bounded_amount() {
         mem: 5,
         buffer_origin: [0; 3],
         host_origin: [0; 3],
-        region: [4096, 256, 1],
+        region: [4096, 512, 1],
         buffer_row_pitch: 0,
         buffer_slice_pitch: 0,
-        host_row_pitch: 1 << 19,
+        host_row_pitch: 1 << 18,
         host_slice_pitch: 0,
         data: DataRef {
             offset: 0,
@@ -351,16 +388,21 @@ fn rect_transfers_over_aliasing_descriptors_stage_a_bounded_amount() {
             offset: 0,
             data: DataRef {
                 offset: 0,
-                len: 1 << 20,
+                len: 2 << 20,
             },
             wait: vec![],
             event: 0,
         }
         .into()],
-        1 << 20,
+        2 << 20,
     );
     assert!(reply.records[0].status.is_success(), "{reply:?}");
-    assert!(data.iter().all(|&b| b == 7), "the rect write landed whole");
+    for (y, row) in data.chunks(4096).enumerate() {
+        assert!(
+            row.iter().all(|&b| b == (y % 251) as u8),
+            "row {y} of the rect write"
+        );
+    }
 
     // Contiguous guest memory still goes to the driver in place, and the
     // bytes the rect skips keep the guest's values.
@@ -386,8 +428,8 @@ fn rect_transfers_over_aliasing_descriptors_stage_a_bounded_amount() {
         96,
     );
     assert!(reply.records[0].status.is_success(), "{reply:?}");
-    assert_eq!(&data[36..44], &[7; 8]);
-    assert_eq!(&data[68..76], &[7; 8]);
+    assert_eq!(&data[36..44], &[0; 8], "bytes of the write's row 0");
+    assert_eq!(&data[68..76], &[0; 8]);
     assert!(data[..36].iter().chain(&data[44..68]).all(|&b| b == 1));
 
     let grown = peak_rss(&backend).saturating_sub(before);
