@@ -64,9 +64,11 @@ pub struct Args {
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub max_memory: Option<u64>,
 
-    /// Objects (contexts, queues, buffers, programs, kernels, events) one
-    /// VM may hold (0: no limit).
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    /// Objects (OpenCL contexts, queues, buffers, programs, kernels,
+    /// events; CUDA contexts, modules, functions, streams, events) one VM
+    /// may hold (0: no limit). The default bounds the host memory a guest
+    /// can pin in handle tables and driver objects.
+    #[arg(long, value_name = "N", default_value_t = 65536)]
     pub max_objects: u64,
 
     /// Descriptor chains one VM may have in flight (0: no limit).

@@ -49,6 +49,8 @@ pub enum Error {
     NoOpenCl,
     #[error("this backend has no CUDA device to restore onto (start it with --device cuda:N)")]
     NoCuda,
+    #[error("cannot quiesce the vGPU")]
+    Quiesce(#[from] crate::vgpu::Stuck),
 }
 
 /// Hears of every chunk a long save writes.
@@ -293,7 +295,7 @@ pub fn save<W: Write>(
         report.stream_bytes = summary.stream_bytes;
         report.pause = started.elapsed();
         Ok((out, report))
-    })
+    })?
 }
 
 /// Reads a stream and builds its sessions on `executors` (each part on the
@@ -471,7 +473,7 @@ pub fn rehome(vgpu: &Arc<Vgpu>, to: Arc<dyn Executor>) -> Result<Report, Error> 
             session.exec.executors = executors.clone();
         }
         Ok(report)
-    })?;
+    })??;
     vgpu.set_executors(executors);
     vgpu.refresh_aborters();
     Ok(Report {

@@ -19,6 +19,37 @@ use crate::session::{ExecSessions, SessionState, VmBounds};
 /// Most sessions one VM may hold.
 pub const MAX_SESSIONS: usize = 1024;
 
+/// How long a quiesce (checkpoint, migration, re-home) waits for one
+/// session's batch in progress before it fails that session's waits.
+pub const QUIESCE_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A session that would not stop for a quiesce.
+#[derive(Debug, thiserror::Error)]
+#[error("session {session} did not finish its batch within {waited:?}, even with its waits failed")]
+pub struct Stuck {
+    pub session: u64,
+    pub waited: std::time::Duration,
+}
+
+/// Locks `state`, waiting at most `limit` for the batch that holds it.
+fn lock_within(
+    state: &Mutex<SessionState>,
+    limit: std::time::Duration,
+) -> Option<MutexGuard<'_, SessionState>> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        match state.try_lock() {
+            Ok(guard) => return Some(guard),
+            Err(std::sync::TryLockError::Poisoned(e)) => return Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => {}
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
 /// Called once per chain with its head index and used length.
 pub type Completion = Box<dyn FnOnce(u16, u32) + Send>;
 
@@ -173,22 +204,46 @@ impl Vgpu {
     }
 
     /// Runs `f` with every session locked: no batch runs and no session is
-    /// created or closed meanwhile; batches in progress finish first.
-    pub fn with_quiesced<R>(&self, f: impl FnOnce(&mut [(u64, &mut SessionState)]) -> R) -> R {
+    /// created or closed meanwhile; batches in progress finish first, for
+    /// at most `QUIESCE_DRAIN` each. A session still in its batch then
+    /// (a wait on a user event nobody sets) has its waits failed, so only
+    /// it sees an error and the quiesce goes on; one that even so does not
+    /// finish within another `QUIESCE_DRAIN` fails the quiesce, which
+    /// changes nothing.
+    pub fn with_quiesced<R>(
+        &self,
+        f: impl FnOnce(&mut [(u64, &mut SessionState)]) -> R,
+    ) -> Result<R, Stuck> {
         let map = self.sessions();
         let states: Vec<(u64, Arc<Mutex<SessionState>>)> =
             map.iter().map(|(id, w)| (*id, w.state.clone())).collect();
-        let mut guards: Vec<(u64, MutexGuard<'_, SessionState>)> = states
-            .iter()
-            .map(|(id, s)| (*id, s.lock().unwrap_or_else(|e| e.into_inner())))
-            .collect();
+        let mut guards: Vec<(u64, MutexGuard<'_, SessionState>)> = Vec::new();
+        for (id, state) in &states {
+            let guard = match lock_within(state, QUIESCE_DRAIN) {
+                Some(guard) => guard,
+                None => {
+                    crate::guest_warn!(
+                        self.warnings,
+                        "session {id} is still in its batch after {QUIESCE_DRAIN:?} of a quiesce: failing its waits on user events"
+                    );
+                    if let Some(worker) = map.get(id) {
+                        (worker.abort.lock().unwrap_or_else(|e| e.into_inner()))();
+                    }
+                    lock_within(state, QUIESCE_DRAIN).ok_or(Stuck {
+                        session: *id,
+                        waited: QUIESCE_DRAIN * 2,
+                    })?
+                }
+            };
+            guards.push((*id, guard));
+        }
         let mut sessions: Vec<(u64, &mut SessionState)> =
             guards.iter_mut().map(|(id, g)| (*id, &mut **g)).collect();
         let result = f(&mut sessions);
         drop(sessions);
         drop(guards);
         drop(map);
-        result
+        Ok(result)
     }
 
     /// Replaces every session with restored ones (a restore from a file).

@@ -28,6 +28,8 @@ pub enum SnapshotError {
     Dangling { what: &'static str, id: u64 },
     #[error("a program exists only as a binary for {built_for}; it cannot move to {here} (create it from source or IL to make it portable)")]
     BinaryOnly { built_for: String, here: String },
+    #[error("program {id} is a binary this backend did not hand out: refused as a guest's would be (create it from source or IL to make it portable)")]
+    ForeignBinary { id: u64 },
     #[error("{0} cannot be snapshotted yet")]
     Unsupported(&'static str),
 }
@@ -45,6 +47,7 @@ impl SnapshotError {
                 id,
                 status,
             },
+            SnapshotError::ForeignBinary { .. } => SnapshotError::ForeignBinary { id },
             other => other,
         }
     }

@@ -7,6 +7,7 @@
 //! (`snapshot.rs`): allocations keep their addresses, modules their image,
 //! functions their name and settings, streams and events their flags.
 
+mod account;
 mod driver;
 mod image;
 mod info;

@@ -9,6 +9,7 @@ use cudarc::driver::sys;
 use vgpu_protocol::cuda::{result, CuInitReply, CuMemInfoReply};
 use vgpu_protocol::{ObjectKind, Request, Status, Wire};
 
+use super::account::{check_context_flags, MemoryAccount};
 use super::driver::{check, set_current};
 use super::memory::{Allocation, Ranges};
 use super::objects::*;
@@ -46,6 +47,8 @@ pub struct CudaSession {
     /// Globals a restore found elsewhere than the guest was told:
     /// guest address → (length, host address).
     pub(super) relocations: BTreeMap<u64, (u64, u64)>,
+    /// Device memory charged to the VM's quota, per allocation.
+    pub(super) memory: MemoryAccount,
     /// The context current on the session's thread, to skip redundant sets.
     current: sys::CUcontext,
 }
@@ -68,6 +71,7 @@ impl CudaSession {
             allocations: BTreeMap::new(),
             ranges: Ranges::default(),
             relocations: BTreeMap::new(),
+            memory: MemoryAccount::default(),
             current: std::ptr::null_mut(),
         }
     }
@@ -110,6 +114,7 @@ impl CudaSession {
         if device != 0 {
             return Err(cuda(result::ERROR_INVALID_DEVICE));
         }
+        check_context_flags(flags)?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: `raw` is valid for writes. The new context becomes current
         // on this thread, which the cache below records.
@@ -265,6 +270,16 @@ impl ExecSession for CudaSession {
         id: u64,
     ) -> Result<crate::executor::SavedSession, crate::executor::SnapshotError> {
         self.save_session(id)
+    }
+
+    fn set_quota(&mut self, quota: Arc<crate::quota::Quota>) {
+        let existing = self.allocations.values().map(|a| (a.addr, a.size));
+        self.memory.set_quota(quota.clone(), existing);
+        self.contexts.set_quota(quota.clone());
+        self.modules.set_quota(quota.clone());
+        self.functions.set_quota(quota.clone());
+        self.streams.set_quota(quota.clone());
+        self.events.set_quota(quota);
     }
 }
 

@@ -448,6 +448,9 @@ impl CudaSession {
 
         let mut contexts: HashMap<u64, Arc<HostContext>> = HashMap::new();
         for c in &cuda.contexts {
+            // The guard of `cuCtxCreate`: a restore stream is guest input.
+            super::account::check_context_flags(c.flags)
+                .map_err(rebuild_error("CUDA context".into(), c.id))?;
             let mut raw = std::ptr::null_mut();
             // SAFETY: `raw` is valid for writes. The new context is pushed
             // on this thread's stack; it is popped right away.

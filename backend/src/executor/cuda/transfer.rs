@@ -32,7 +32,9 @@ impl CudaSession {
 
     pub(super) fn alloc(&mut self, m: &CuMemAlloc) -> Result<Vec<u8>, Status> {
         self.enter(m.ctx)?;
+        let charge = self.memory.charge(m.size)?;
         let allocation = self.shared.arena.allocate(m.size)?;
+        self.memory.hold(allocation.addr, charge);
         let reply = CuRangeReply {
             ptr: allocation.addr,
             size: allocation.size,
@@ -57,6 +59,7 @@ impl CudaSession {
         }
         self.ranges.remove(ptr);
         self.allocations.remove(&ptr);
+        self.memory.release(ptr);
         Ok(())
     }
 

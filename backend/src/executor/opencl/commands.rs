@@ -6,11 +6,13 @@ use std::sync::Arc;
 
 use cl3::types::{cl_event, CL_BLOCKING};
 use vgpu_protocol::messages::*;
-use vgpu_protocol::{DataRef, Status};
+use vgpu_protocol::Status;
 
 use super::objects::{EventEntry, HostEvent, HostMem, QueueEntry};
 use super::session::OpenClSession;
 use crate::chain::{GuestIo, Segment};
+
+mod rect;
 
 /// More pieces than this and a transfer goes through one map of the buffer
 /// instead of one device call per piece.
@@ -319,25 +321,6 @@ impl OpenClSession {
         self.keep_event(&queue, m.event, event)
     }
 
-    /// The guest side of a rect transfer as one contiguous host area: the
-    /// piece itself when the guest memory is contiguous, else a copy.
-    fn rect_host_area(
-        io: &GuestIo,
-        pieces: &[Segment],
-        data: DataRef,
-        staging: &mut Vec<u8>,
-        read: bool,
-    ) -> Result<*mut u8, Status> {
-        if let [only] = pieces {
-            return Ok(only.ptr);
-        }
-        staging.resize(to_usize(data.len)?, 0);
-        if read {
-            io.out.read(data.offset, staging)?;
-        }
-        Ok(staging.as_mut_ptr())
-    }
-
     pub(super) fn write_buffer_rect(
         &mut self,
         m: &EnqueueWriteBufferRect,
@@ -345,39 +328,17 @@ impl OpenClSession {
     ) -> Result<(), Status> {
         let queue = self.queue(m.queue)?;
         let mem = self.mem(m.mem)?;
-        let needed = rect_extent(
-            &m.host_origin,
-            &m.region,
-            m.host_row_pitch,
-            m.host_slice_pitch,
-        )?;
-        if needed > m.data.len {
-            return Err(Status::INVALID_VALUE);
-        }
         let wait = self.wait_list(&m.wait)?;
-        let pieces = io.out_slices(m.data)?;
-        let mut staging = Vec::new();
-        let host = Self::rect_host_area(io, &pieces, m.data, &mut staging, true)?;
-        // SAFETY: `host` spans `data.len >= needed` bytes, the most the
-        // host-side geometry can touch; the call is blocking.
-        let event = unsafe {
-            cl3::command_queue::enqueue_write_buffer_rect(
-                queue.queue.0,
-                mem.raw,
-                CL_BLOCKING,
-                sizes3(&m.buffer_origin)?.as_ptr(),
-                sizes3(&m.host_origin)?.as_ptr(),
-                sizes3(&m.region)?.as_ptr(),
-                to_usize(m.buffer_row_pitch)?,
-                to_usize(m.buffer_slice_pitch)?,
-                to_usize(m.host_row_pitch)?,
-                to_usize(m.host_slice_pitch)?,
-                host as *const _,
-                wait.len(),
-                wait.ptr(),
-            )
-        }
-        .map_err(Status)?;
+        let rect = rect::Rect {
+            buffer_origin: m.buffer_origin,
+            host_origin: m.host_origin,
+            region: m.region,
+            buffer_row_pitch: m.buffer_row_pitch,
+            buffer_slice_pitch: m.buffer_slice_pitch,
+            host_row_pitch: m.host_row_pitch,
+            host_slice_pitch: m.host_slice_pitch,
+        };
+        let event = self.rect_transfer(&queue, &mem, &rect, m.data, io, &wait, true)?;
         self.keep_event(&queue, m.event, event)
     }
 
@@ -388,48 +349,17 @@ impl OpenClSession {
     ) -> Result<(), Status> {
         let queue = self.queue(m.queue)?;
         let mem = self.mem(m.mem)?;
-        let needed = rect_extent(
-            &m.host_origin,
-            &m.region,
-            m.host_row_pitch,
-            m.host_slice_pitch,
-        )?;
-        if needed > m.data.len {
-            return Err(Status::INVALID_VALUE);
-        }
         let wait = self.wait_list(&m.wait)?;
-        let pieces = io.in_slices(m.data)?;
-        let mut staging = Vec::new();
-        // Bytes the rect skips must keep the guest's values: read them first.
-        let host = if pieces.len() == 1 {
-            pieces[0].ptr
-        } else {
-            staging.resize(to_usize(m.data.len)?, 0);
-            io.in_.read(m.data.offset, &mut staging)?;
-            staging.as_mut_ptr()
+        let rect = rect::Rect {
+            buffer_origin: m.buffer_origin,
+            host_origin: m.host_origin,
+            region: m.region,
+            buffer_row_pitch: m.buffer_row_pitch,
+            buffer_slice_pitch: m.buffer_slice_pitch,
+            host_row_pitch: m.host_row_pitch,
+            host_slice_pitch: m.host_slice_pitch,
         };
-        // SAFETY: as in `write_buffer_rect`.
-        let event = unsafe {
-            cl3::command_queue::enqueue_read_buffer_rect(
-                queue.queue.0,
-                mem.raw,
-                CL_BLOCKING,
-                sizes3(&m.buffer_origin)?.as_ptr(),
-                sizes3(&m.host_origin)?.as_ptr(),
-                sizes3(&m.region)?.as_ptr(),
-                to_usize(m.buffer_row_pitch)?,
-                to_usize(m.buffer_slice_pitch)?,
-                to_usize(m.host_row_pitch)?,
-                to_usize(m.host_slice_pitch)?,
-                host as *mut _,
-                wait.len(),
-                wait.ptr(),
-            )
-        }
-        .map_err(Status)?;
-        if pieces.len() != 1 {
-            io.in_.write(m.data.offset, &staging)?;
-        }
+        let event = self.rect_transfer(&queue, &mem, &rect, m.data, io, &wait, false)?;
         self.keep_event(&queue, m.event, event)
     }
 

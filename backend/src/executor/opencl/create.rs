@@ -13,31 +13,40 @@ use super::objects::*;
 use super::session::OpenClSession;
 use crate::chain::GuestIo;
 
+/// Buffer flags under which the host may not write the buffer after
+/// creation (`CL_MEM_HOST_READ_ONLY`, `CL_MEM_HOST_NO_ACCESS`).
+const HOST_UNWRITABLE: u64 = (1 << 8) | (1 << 9);
+
 pub(super) fn cstring(bytes: &[u8], invalid: Status) -> Result<CString, Status> {
     CString::new(bytes.to_vec()).map_err(|_| invalid)
 }
 
-/// Properties lists from the guest end with 0; the platform entry, which
-/// names the guest's platform object, is replaced by the host's.
+/// Context properties a guest may pass: the platform (whose value names
+/// the guest's platform object and is replaced by the host's) and
+/// `CL_CONTEXT_INTEROP_USER_SYNC` with `CL_TRUE` or `CL_FALSE`. Everything
+/// else (GL, D3D, VA and EGL interop handles, vendor extensions) would hand
+/// the driver a value that means something only in the guest's process:
+/// `CL_INVALID_PROPERTY`, as for a name given twice. Lists end with 0.
 pub(super) fn context_properties(
     guest: &[u64],
     platform: cl_platform_id,
 ) -> Result<Vec<cl_context_properties>, Status> {
+    const PLATFORM: u64 = 0x1084;
+    const INTEROP_USER_SYNC: u64 = 0x1085;
     let mut out = Vec::new();
+    let mut seen = Vec::new();
     for pair in guest.chunks(2) {
-        match pair {
+        match *pair {
             [0] | [0, _] => break,
-            [key, value] => {
-                let key = *key as cl_context_properties;
-                out.push(key);
-                if key == cl3::context::CL_CONTEXT_PLATFORM as cl_context_properties {
-                    out.push(platform as cl_context_properties);
-                } else {
-                    out.push(*value as cl_context_properties);
-                }
-            }
+            [key, _] if seen.contains(&key) => return Err(Status::INVALID_PROPERTY),
+            [PLATFORM, _] => out.extend([PLATFORM as cl_context_properties, platform as _]),
+            [INTEROP_USER_SYNC, value @ (0 | 1)] => out.extend([
+                INTEROP_USER_SYNC as cl_context_properties,
+                value as cl_context_properties,
+            ]),
             _ => return Err(Status::INVALID_PROPERTY),
         }
+        seen.push(pair[0]);
     }
     out.push(0);
     Ok(out)
@@ -78,20 +87,14 @@ impl OpenClSession {
         Ok(())
     }
 
-    pub(super) fn new_queue_checked(
-        &self,
-        context: Arc<ContextEntry>,
-        properties: &[u64],
-    ) -> Result<QueueEntry, Status> {
-        super::guard::check_queue_properties(properties)?;
-        self.new_queue(context, properties)
-    }
-
+    /// A queue, for a guest call and for a restore alike: the properties
+    /// pass the same guard either way.
     pub(super) fn new_queue(
         &self,
         context: Arc<ContextEntry>,
         properties: &[u64],
     ) -> Result<QueueEntry, Status> {
+        super::guard::check_queue_properties(properties)?;
         let props = queue_properties(properties)?;
         // SAFETY: `props` is a zero-terminated list that outlives the call.
         let raw = unsafe {
@@ -112,7 +115,7 @@ impl OpenClSession {
 
     pub(super) fn create_queue(&mut self, m: &CreateQueue) -> Result<(), Status> {
         let context = self.contexts.get(m.context)?.clone();
-        let entry = self.new_queue_checked(context, &m.properties)?;
+        let entry = self.new_queue(context, &m.properties)?;
         self.queues.insert(m.queue, entry)?;
         Ok(())
     }
@@ -170,12 +173,24 @@ impl OpenClSession {
         if m.init.len > m.size {
             return Err(Status::INVALID_VALUE);
         }
+        // Contiguous initial data is copied in at creation. Data over many
+        // descriptors is never gathered into a host copy of the guest's
+        // length: it is streamed in after creation, like the prefix below,
+        // through a bounded map of the buffer. Only buffers the host may not
+        // write (HOST_READ_ONLY, HOST_NO_ACCESS) must be filled at
+        // creation; their copy is staged once the size has passed the quota.
         let whole = m.init.len == m.size && m.size > 0;
         let mut staging = Vec::new();
+        let mut stream = !whole && m.init.len > 0;
         let init = if whole {
             match io.out_slices(m.init)?.as_slice() {
                 [only] => Some(only.ptr),
+                _ if m.flags & HOST_UNWRITABLE == 0 => {
+                    stream = true;
+                    None
+                }
                 _ => {
+                    self.check_memory_room(m.size)?;
                     staging.resize(
                         usize::try_from(m.size).map_err(|_| Status::INVALID_BUFFER_SIZE)?,
                         0,
@@ -189,7 +204,7 @@ impl OpenClSession {
         };
         let mem = self.new_buffer(context, m.flags, m.size, init)?;
         self.mems.insert(m.mem, mem)?;
-        if !whole && m.init.len > 0 {
+        if stream {
             let prefix = InitBuffer {
                 mem: m.mem,
                 offset: 0,
@@ -198,6 +213,25 @@ impl OpenClSession {
             if let Err(status) = self.init_buffer(&prefix, io) {
                 let _ = self.mems.release(m.mem);
                 return Err(status);
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses a buffer of `size` bytes before anything is allocated for
+    /// it: beyond the device's largest allocation or the VM's free quota.
+    fn check_memory_room(&self, size: u64) -> Result<(), Status> {
+        let largest =
+            cl3::device::get_device_info(self.device, cl3::device::CL_DEVICE_MAX_MEM_ALLOC_SIZE)
+                .map_err(Status)?
+                .to_ulong();
+        if size > largest {
+            return Err(Status::INVALID_BUFFER_SIZE);
+        }
+        if let Some(quota) = &self.quota {
+            let limit = quota.limits.memory_bytes;
+            if limit != 0 && size > limit.saturating_sub(quota.memory_used()) {
+                return Err(Status::OUT_OF_RESOURCES);
             }
         }
         Ok(())
@@ -241,7 +275,9 @@ impl OpenClSession {
         Ok(())
     }
 
-    /// A program created (not built) from its origin.
+    /// A program created (not built) from its origin, for a guest call and
+    /// for a restore alike: sources, binaries and options pass the same
+    /// guards either way.
     pub(super) fn new_program(
         &self,
         context: Arc<ContextEntry>,
@@ -259,6 +295,7 @@ impl OpenClSession {
                 if binary.is_empty() {
                     return Err(Status::INVALID_VALUE);
                 }
+                super::guard::check_binary(binary)?;
                 // SAFETY: one device, one binary slice that outlives the call.
                 unsafe {
                     cl3::program::create_program_with_binary(
@@ -310,14 +347,11 @@ impl OpenClSession {
                 m.context,
                 ProgramOrigin::Source(m.source.clone()),
             ),
-            Request::CreateProgramWithBinary(m) => {
-                super::guard::check_binary(&m.binary)?;
-                (
-                    m.program,
-                    m.context,
-                    ProgramOrigin::Binary(m.binary.clone()),
-                )
-            }
+            Request::CreateProgramWithBinary(m) => (
+                m.program,
+                m.context,
+                ProgramOrigin::Binary(m.binary.clone()),
+            ),
             Request::CreateProgramWithIl(m) => {
                 (m.program, m.context, ProgramOrigin::Il(m.il.clone()))
             }
@@ -545,5 +579,33 @@ fn kernel_entry(raw: cl_kernel, program: Arc<ProgramEntry>, name: Vec<u8>) -> Ho
         program,
         classes,
         args: Mutex::new(vec![ArgRecord::Unset; num_args as usize]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_platform_and_user_sync_context_properties_pass() {
+        let platform = 0x5000 as cl_platform_id;
+        assert_eq!(
+            context_properties(&[0x1084, 7, 0x1085, 1, 0], platform),
+            Ok(vec![0x1084, 0x5000, 0x1085, 1, 0])
+        );
+        assert_eq!(context_properties(&[], platform), Ok(vec![0]));
+        for bad in [
+            &[0x2008, 0xdead, 0][..],   // CL_GL_CONTEXT_KHR
+            &[0x1085, 2, 0],            // not a cl_bool
+            &[0x1085, 1, 0x1085, 0, 0], // twice
+            &[0x1085],                  // cut short
+            &[0x4000_0000, 1, 0],       // a vendor's
+        ] {
+            assert_eq!(
+                context_properties(bad, platform),
+                Err(Status::INVALID_PROPERTY),
+                "{bad:x?}"
+            );
+        }
     }
 }

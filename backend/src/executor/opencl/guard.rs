@@ -166,23 +166,70 @@ pub fn check_source(source: &[u8]) -> Result<(), Status> {
 /// inside it), so a guest may only give back binaries the backend produced.
 static ISSUED_BINARIES: std::sync::OnceLock<IssuedBinaries> = std::sync::OnceLock::new();
 
+/// Binaries remembered at most. Past this many, the one handed out or
+/// given back longest ago is forgotten (and refused if it comes back), so
+/// a guest that asks for binaries in a loop holds a fixed amount of host
+/// memory (about 48 bytes each: 0.8 MiB in all).
+pub const MAX_ISSUED_BINARIES: usize = 16 << 10;
+
+type BinaryKey = (u64, u64, usize);
+
 struct IssuedBinaries {
     keys: (
         std::collections::hash_map::RandomState,
         std::collections::hash_map::RandomState,
     ),
-    seen: std::sync::Mutex<std::collections::HashSet<(u64, u64, usize)>>,
+    seen: std::sync::Mutex<Recent>,
+}
+
+/// Keys with the tick they were last used at, at most `cap` of them.
+struct Recent {
+    cap: usize,
+    tick: u64,
+    used: std::collections::HashMap<BinaryKey, u64>,
+}
+
+impl Recent {
+    fn new(cap: usize) -> Recent {
+        Recent {
+            cap,
+            tick: 0,
+            used: Default::default(),
+        }
+    }
+
+    /// Notes a use of `key`; forgets the least recently used past the cap.
+    fn touch(&mut self, key: BinaryKey) {
+        self.tick += 1;
+        self.used.insert(key, self.tick);
+        if self.used.len() > self.cap {
+            // A linear scan, once per binary handed out past the cap:
+            // cheap next to the build that made the binary.
+            if let Some(oldest) = self.used.iter().min_by_key(|(_, t)| **t).map(|(k, _)| *k) {
+                self.used.remove(&oldest);
+            }
+        }
+    }
+
+    /// Whether `key` is known; a known key counts as used now.
+    fn contains(&mut self, key: BinaryKey) -> bool {
+        let known = self.used.contains_key(&key);
+        if known {
+            self.touch(key);
+        }
+        known
+    }
 }
 
 fn issued() -> &'static IssuedBinaries {
     ISSUED_BINARIES.get_or_init(|| IssuedBinaries {
         keys: Default::default(),
-        seen: Default::default(),
+        seen: std::sync::Mutex::new(Recent::new(MAX_ISSUED_BINARIES)),
     })
 }
 
 /// A 128-bit hash keyed with this process's random keys.
-fn binary_key(binary: &[u8]) -> (u64, u64, usize) {
+fn binary_key(binary: &[u8]) -> BinaryKey {
     use std::hash::BuildHasher;
     let keys = &issued().keys;
     (
@@ -199,17 +246,17 @@ pub fn issue_binary(binary: &[u8]) {
         .seen
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .insert(key);
+        .touch(key);
 }
 
-/// Refuses binaries this daemon did not hand out.
+/// Refuses binaries this daemon did not hand out (or has forgotten).
 pub fn check_binary(binary: &[u8]) -> Result<(), Status> {
     let key = binary_key(binary);
     if issued()
         .seen
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .contains(&key)
+        .contains(key)
     {
         Ok(())
     } else {
@@ -246,27 +293,92 @@ pub fn check_queue_properties(properties: &[u64]) -> Result<(), Status> {
     Ok(())
 }
 
-/// Refuses launches whose group ids would not fit 32 bits (crashes PoCL's
-/// CPU device).
+/// Bytes that may belong to a host path.
+fn is_path_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/' | b'~' | b'+' | b'@' | b'%')
+}
+
+/// A build log with host paths cut to their last component: the host
+/// compiler names its own files (PoCL compiles a temporary copy of the
+/// source under `~/.cache/pocl/kcache/` or `/tmp`), which tells a guest
+/// the daemon's user, home and layout. An absolute path of at least two
+/// components (`/a/b`, `~/a`) becomes its file name, so the log still
+/// says `tempfile_x.cl:1:39: use of undeclared identifier`; a lone `/x`
+/// (often division in a quoted source line) stays.
+pub fn scrub_host_paths(log: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(log.len());
+    let mut i = 0;
+    while i < log.len() {
+        let starts = (log[i] == b'/' || log[i..].starts_with(b"~/"))
+            && (i == 0 || !is_path_byte(log[i - 1]));
+        if !starts {
+            out.push(log[i]);
+            i += 1;
+            continue;
+        }
+        let end = i + log[i..].iter().take_while(|b| is_path_byte(**b)).count();
+        let token = &log[i..end];
+        let slashes = token.iter().filter(|b| **b == b'/').count();
+        if slashes >= 2 || (token.starts_with(b"~/") && token.len() > 2) {
+            let name = token.rsplit(|b| *b == b'/').next().unwrap_or_default();
+            out.extend_from_slice(name);
+        } else {
+            out.extend_from_slice(token);
+        }
+        i = end;
+    }
+    out
+}
+
+/// Guest warnings of the checks here, for every session of the process
+/// (a refused call has no VM at hand; one process serves one VM).
+fn warnings() -> &'static crate::ratelimit::WarnLimiter {
+    static LIMITER: std::sync::OnceLock<crate::ratelimit::WarnLimiter> = std::sync::OnceLock::new();
+    LIMITER.get_or_init(Default::default)
+}
+
+/// Refuses launch geometry a driver cannot count: PoCL's CPU device keeps
+/// the number of work-groups in 32 bits and aborts the whole daemon when
+/// it wraps (`get_wg_index_range: Assertion 'max_wgs > 0'`, with a 2-D
+/// launch of 2^31 x 2^31 and no local size). So: every global size below
+/// 2^32; with a local size, fewer than 2^32 work-groups; without one, the
+/// driver picks the local size (PoCL may pick 1 for sizes with no small
+/// divisors), so fewer than 2^32 work-items in all, which bounds the
+/// groups whatever it picks. Refused with `CL_INVALID_GLOBAL_WORK_SIZE`.
 pub fn check_launch(
     work_dim: usize,
     global: &[usize; 3],
     local: Option<&[usize; 3]>,
 ) -> Result<(), Status> {
-    if global[..work_dim].iter().any(|&g| g > u32::MAX as usize) {
-        return Err(Status::INVALID_GLOBAL_WORK_SIZE);
+    let dims = &global[..work_dim.min(3)];
+    let refuse = |why: &str| {
+        crate::guest_warn!(
+            warnings(),
+            "refusing a kernel launch of {dims:?} work-items: {why}"
+        );
+        Err(Status::INVALID_GLOBAL_WORK_SIZE)
+    };
+    if dims.iter().any(|&g| g > u32::MAX as usize) {
+        return refuse("a global size of 2^32 or more");
     }
-    if let Some(local) = local {
-        let mut groups: u128 = 1;
-        for d in 0..work_dim {
-            if local[d] == 0 {
-                return Err(Status::INVALID_WORK_GROUP_SIZE);
+    let items: u128 = dims.iter().map(|&g| g as u128).product();
+    match local {
+        Some(local) => {
+            let mut groups: u128 = 1;
+            for d in 0..dims.len() {
+                if local[d] == 0 {
+                    return Err(Status::INVALID_WORK_GROUP_SIZE);
+                }
+                groups *= dims[d].div_ceil(local[d]) as u128;
             }
-            groups *= global[d].div_ceil(local[d]) as u128;
+            if groups > u32::MAX as u128 {
+                return refuse("2^32 or more work-groups");
+            }
         }
-        if groups > u32::MAX as u128 {
-            return Err(Status::INVALID_GLOBAL_WORK_SIZE);
+        None if items > u32::MAX as u128 => {
+            return refuse("2^32 or more work-items without a local size");
         }
+        None => {}
     }
     Ok(())
 }
@@ -344,10 +456,49 @@ mod tests {
     }
 
     #[test]
+    fn issued_binaries_are_bounded_and_the_least_recently_used_goes_first() {
+        let mut recent = Recent::new(3);
+        for k in 1..=3 {
+            recent.touch((k, k, 1));
+        }
+        assert!(recent.contains((1, 1, 1)), "a use refreshes 1");
+        recent.touch((4, 4, 1));
+        assert_eq!(recent.used.len(), 3);
+        assert!(!recent.contains((2, 2, 1)), "2 was the least recently used");
+        assert!(recent.contains((1, 1, 1)) && recent.contains((3, 3, 1)));
+        for k in 5..10_000 {
+            recent.touch((k, k, 1));
+        }
+        assert_eq!(recent.used.len(), 3);
+    }
+
+    #[test]
     fn only_host_queues_are_accepted() {
         assert!(check_queue_properties(&[0x1093, 0b11, 0]).is_ok());
         assert!(check_queue_properties(&[0x1093, 0b101, 0x1094, 16, 0]).is_err());
         assert!(check_queue_properties(&[0x1094, 16, 0]).is_err());
+    }
+
+    #[test]
+    fn build_logs_lose_host_paths_but_keep_the_message() {
+        let scrub = |log: &str| String::from_utf8(scrub_host_paths(log.as_bytes())).unwrap();
+        assert_eq!(
+            scrub("error: /root/.cache/pocl/kcache/tempfile_YAuo2T.cl:1:39: use of undeclared identifier"),
+            "error: tempfile_YAuo2T.cl:1:39: use of undeclared identifier"
+        );
+        assert_eq!(
+            scrub("In file included from /usr/lib/clc/x.h:3:"),
+            "In file included from x.h:3:"
+        );
+        assert_eq!(
+            scrub("see ~/.cache/pocl and \"/tmp/a/b.cl\""),
+            "see pocl and \"b.cl\""
+        );
+        assert_eq!(
+            scrub("int x = a /b; int y = c/d/e;"),
+            "int x = a /b; int y = c/d/e;"
+        );
+        assert_eq!(scrub("/home/u/"), "");
     }
 
     #[test]
@@ -356,5 +507,22 @@ mod tests {
         assert!(check_launch(2, &[1 << 16, 1 << 16, 1], Some(&[1, 1, 1])).is_err());
         assert!(check_launch(2, &[1 << 16, 1 << 16, 1], Some(&[16, 16, 1])).is_ok());
         assert!(check_launch(1, &[1024, 1, 1], None).is_ok());
+    }
+
+    #[test]
+    fn launches_without_a_local_size_are_bounded_by_their_work_items() {
+        // The launch that aborted PoCL 3.1: 2^31 x 2^31, no local size.
+        assert_eq!(
+            check_launch(2, &[1 << 31, 1 << 31, 1], None),
+            Err(Status::INVALID_GLOBAL_WORK_SIZE)
+        );
+        // Two primes: the driver can only pick 1 x 1, so every item is a group.
+        assert!(check_launch(2, &[65_537, 65_539, 1], None).is_err());
+        assert!(check_launch(3, &[1 << 11, 1 << 11, 1 << 9], None).is_ok());
+        assert!(check_launch(3, &[1 << 11, 1 << 11, 1 << 10], None).is_err());
+        // Dimensions past `work_dim` do not count.
+        assert!(check_launch(1, &[1 << 20, 1 << 20, 1 << 20], None).is_ok());
+        // The same sizes with a local size that keeps groups in 32 bits run.
+        assert!(check_launch(2, &[65_536, 65_536, 1], Some(&[256, 1, 1])).is_ok());
     }
 }

@@ -34,6 +34,7 @@ const MEM_REFERENCE_COUNT: u32 = 0x1105;
 const PROGRAM_REFERENCE_COUNT: u32 = 0x1160;
 const PROGRAM_BINARIES: u32 = 0x1166;
 const PROGRAM_BUILD_OPTIONS: u32 = 0x1182;
+const PROGRAM_BUILD_LOG: u32 = 0x1183;
 const CONTEXT_REFERENCE_COUNT: u32 = 0x1080;
 const KERNEL_REFERENCE_COUNT: u32 = 0x1192;
 const EVENT_REFERENCE_COUNT: u32 = 0x11D2;
@@ -109,6 +110,12 @@ impl OpenClSession {
             }
             InfoTarget::ProgramBuild if p == PROGRAM_BUILD_OPTIONS => {
                 return Ok(self.programs.get(h)?.guest_build_options());
+            }
+            InfoTarget::ProgramBuild if p == PROGRAM_BUILD_LOG => {
+                let program = self.programs.get(h)?.program.0;
+                return cl3::program::get_program_build_data(program, self.device, p)
+                    .map(|log| super::guard::scrub_host_paths(&log))
+                    .map_err(Status);
             }
             InfoTarget::ProgramBuild => cl3::program::get_program_build_data(
                 self.programs.get(h)?.program.0,

@@ -557,12 +557,16 @@ impl OpenClSession {
             }
         };
         let linked = matches!(origin, ProgramOrigin::Linked { .. });
+        let binary = matches!(origin, ProgramOrigin::Binary(_));
         let program = self
             .new_program(context, origin)
-            .map_err(|s| SnapshotError::Rebuild {
-                what: "program".into(),
-                id: 0,
-                status: s,
+            .map_err(|status| match status {
+                Status::INVALID_BINARY if binary => SnapshotError::ForeignBinary { id: 0 },
+                status => SnapshotError::Rebuild {
+                    what: "program".into(),
+                    id: 0,
+                    status,
+                },
             })?;
         let record = match build.clone() {
             _ if linked => return Ok(program),
