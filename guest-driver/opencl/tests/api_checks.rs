@@ -831,3 +831,77 @@ fn released_objects_leave_the_registry_and_are_released_remotely() {
         "context, queue, buffer, program and kernel were released: {releases}"
     );
 }
+
+#[test]
+fn mem_properties_answer_the_list_as_given() {
+    let (_serial, _log) = setup();
+    let c = context();
+    let query = |mem: cl_mem| {
+        let mut size = 99usize;
+        // SAFETY: a size-only query.
+        let err = unsafe { clGetMemObjectInfo(mem, CL_MEM_PROPERTIES, 0, null_mut(), &mut size) };
+        assert_eq!(err, CL_SUCCESS);
+        size
+    };
+    let mut err = 0;
+    let empty: [cl_mem_properties; 1] = [0];
+    // SAFETY: a terminated property list; no host pointer.
+    let listed = unsafe {
+        clCreateBufferWithProperties(
+            c,
+            empty.as_ptr(),
+            CL_MEM_READ_WRITE,
+            64,
+            null_mut(),
+            &mut err,
+        )
+    };
+    assert_eq!(err, CL_SUCCESS);
+    // SAFETY: NULL properties; no host pointer.
+    let unlisted = unsafe {
+        clCreateBufferWithProperties(c, null(), CL_MEM_READ_WRITE, 64, null_mut(), &mut err)
+    };
+    assert_eq!(err, CL_SUCCESS);
+    // The terminator alone for an empty list, nothing for NULL or
+    // clCreateBuffer (OpenCL 3.0; PoCL answers the same).
+    assert_eq!(query(listed), std::mem::size_of::<cl_mem_properties>());
+    assert_eq!(query(unlisted), 0);
+    assert_eq!(query(buffer(c, 64)), 0);
+    let mut value: cl_mem_properties = 7;
+    // SAFETY: room for one property.
+    let err = unsafe {
+        clGetMemObjectInfo(
+            listed,
+            CL_MEM_PROPERTIES,
+            std::mem::size_of_val(&value),
+            &mut value as *mut _ as *mut c_void,
+            null_mut(),
+        )
+    };
+    assert_eq!((err, value), (CL_SUCCESS, 0));
+}
+
+#[test]
+fn pipe_info_of_a_buffer_is_an_invalid_mem_object() {
+    let (_serial, _log) = setup();
+    let c = context();
+    let mut value: cl_uint = 7;
+    // SAFETY: a live buffer and room for a cl_uint.
+    let err = unsafe {
+        clGetPipeInfo(
+            buffer(c, 4),
+            CL_PIPE_PACKET_SIZE,
+            4,
+            &mut value as *mut _ as *mut c_void,
+            null_mut(),
+        )
+    };
+    // No device pipe support: nothing is a pipe (CTS consistency_pipes).
+    assert_eq!(err, CL_INVALID_MEM_OBJECT);
+    assert_eq!(value, 7);
+    let mut err = 0;
+    // SAFETY: no properties; the call fails before using any argument.
+    let pipe = unsafe { clCreatePipe(c, CL_MEM_HOST_NO_ACCESS, 4, 4, null(), &mut err) };
+    assert!(pipe.is_null());
+    assert_eq!(err, CL_INVALID_OPERATION);
+}

@@ -370,3 +370,140 @@ fn a_program_killed_mid_run_leaves_nothing_behind() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// `tests/programs/build.c`, compiled once against the stock loader.
+fn build_probe(p: &Prepared) -> PathBuf {
+    static PROBE: OnceLock<PathBuf> = OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            let out = p.dir.join("build-probe");
+            let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/build.c");
+            let compiled = Command::new("cc")
+                .arg("-o")
+                .arg(&out)
+                .arg(source)
+                .arg("-lOpenCL")
+                .status()
+                .expect("run cc");
+            assert!(compiled.success(), "compiling build.c failed");
+            out
+        })
+        .clone()
+}
+
+/// A folder of kernel sources and headers: `main.cl` includes `<val.h>`
+/// twice (`#pragma once`), which includes `"sub/more.h"` beside itself.
+fn include_tree(p: &Prepared, name: &str) -> PathBuf {
+    let dir = p.dir.join(name);
+    std::fs::create_dir_all(dir.join("inc/sub")).expect("include dirs");
+    let files = [
+        (
+            "inc/val.h",
+            "#pragma once\n#include \"sub/more.h\"\n#define VALUE (BASE + 2)\n",
+        ),
+        ("inc/sub/more.h", "#define BASE 40\n"),
+        (
+            "main.cl",
+            "#include <val.h>\n#include <val.h>\nkernel void k(global int *out) { *out = VALUE; }\n",
+        ),
+        (
+            "missing.cl",
+            "#if 0\n#include \"dead.h\"\n#endif\n\n#include \"nope.h\"\nkernel void k(global int *out) { *out = 1; }\n",
+        ),
+        (
+            "broken.h",
+            "// a header with an error on line 2\nint broken = undefined_name;\n",
+        ),
+        (
+            "broken.cl",
+            "#include \"broken.h\"\nkernel void k(global int *out) { *out = 1; }\n",
+        ),
+    ];
+    for (file, text) in files {
+        std::fs::write(dir.join(file), text).expect("write source");
+    }
+    dir
+}
+
+/// The probe's output lines, keyed: `status` (build or compile), `log`,
+/// `result`, `platform`.
+fn probe_field(out: &str, key: &str) -> String {
+    let prefix = format!("{key}: ");
+    match key {
+        "log" => out
+            .split_once("log: ")
+            .map(|(_, rest)| rest.to_string())
+            .unwrap_or_default(),
+        _ => out
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .unwrap_or_default()
+            .to_string(),
+    }
+}
+
+#[test]
+fn include_from_an_include_directory_builds_and_runs() {
+    let Some(p) = prepared() else { return };
+    let backend = Backend::start(p, "include");
+    let dir = include_tree(p, "include-ok");
+    let options = format!("-DUNUSED=1 -I {}", dir.join("inc").display());
+    let mut c = backend.command(p, build_probe(p));
+    c.arg(dir.join("main.cl")).arg(&options);
+    let out = text(&run(c));
+    assert_eq!(probe_field(&out, "platform"), "vgpu", "{out}");
+    assert_eq!(probe_field(&out, "build"), "0", "{out}");
+    assert_eq!(probe_field(&out, "result"), "42 (0)", "{out}");
+}
+
+#[test]
+fn missing_include_fails_the_build_with_a_log_naming_the_file() {
+    let Some(p) = prepared() else { return };
+    let backend = Backend::start(p, "include-missing");
+    let dir = include_tree(p, "include-missing");
+    let mut c = backend.command(p, build_probe(p));
+    c.arg(dir.join("missing.cl"));
+    let out = text(&run(c));
+    assert_eq!(probe_field(&out, "platform"), "vgpu", "{out}");
+    // CL_BUILD_PROGRAM_FAILURE, as natively, with clang's message for the
+    // live include only.
+    assert_eq!(probe_field(&out, "build"), "-11", "{out}");
+    let log = probe_field(&out, "log");
+    assert!(log.contains("'nope.h' file not found"), "{out}");
+    assert!(!log.contains("dead.h"), "{out}");
+}
+
+#[test]
+fn build_log_points_into_the_included_header() {
+    let Some(p) = prepared() else { return };
+    let backend = Backend::start(p, "include-log");
+    let dir = include_tree(p, "include-log");
+    let mut c = backend.command(p, build_probe(p));
+    c.arg(dir.join("broken.cl")).current_dir(&dir);
+    let out = text(&run(c));
+    assert_eq!(probe_field(&out, "build"), "-11", "{out}");
+    assert!(
+        probe_field(&out, "log").contains("broken.h:2:"),
+        "the log names the header's line: {out}"
+    );
+}
+
+#[test]
+fn compile_with_embedded_headers_builds_and_runs() {
+    let Some(p) = prepared() else { return };
+    let backend = Backend::start(p, "include-embedded");
+    let dir = include_tree(p, "include-embedded");
+    let mut c = backend.command(p, build_probe(p));
+    c.arg("-H")
+        .arg(format!("val.h={}", dir.join("inc/val.h").display()))
+        .arg("-H")
+        .arg(format!(
+            "sub/more.h={}",
+            dir.join("inc/sub/more.h").display()
+        ))
+        .arg(dir.join("main.cl"));
+    let out = text(&run(c));
+    assert_eq!(probe_field(&out, "compile"), "0", "{out}");
+    assert_eq!(probe_field(&out, "link"), "0", "{out}");
+    assert_eq!(probe_field(&out, "result"), "42 (0)", "{out}");
+}

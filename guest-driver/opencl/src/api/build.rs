@@ -11,9 +11,10 @@ use vgpu_protocol::messages::{BuildProgram, CompileProgram, LinkProgram};
 
 use crate::api::context::check_device;
 use crate::api::entry::{object_entry, status_entry};
-use crate::api::util::{array, opt_c_str};
+use crate::api::util::{array, c_str, opt_c_str};
 use crate::core::callback::{ObjectCallback, ObjectFn};
 use crate::core::context::Context;
+use crate::core::include::{self, Search};
 use crate::core::object::{Cl, ClResult, RawPtr};
 use crate::core::platform;
 use crate::core::program::{Origin, Program};
@@ -75,9 +76,12 @@ fn build_program(
         return Err(CL_INVALID_OPERATION);
     }
     let options = opt_c_str(options)?;
+    // Include paths are the guest's: resolved here, never sent.
+    let (host_options, dirs) = include::split_options(&options);
+    program.resolve_includes(&Search::files(dirs))?;
     let build = BuildProgram {
         program: program.handle(),
-        options: options.clone(),
+        options: host_options,
     };
     let result = platform::client()?
         .call(build.into())
@@ -115,11 +119,6 @@ fn compile_program(
     if (num_headers == 0) != headers.is_null() || (num_headers == 0) != header_names.is_null() {
         return Err(CL_INVALID_VALUE);
     }
-    // Embedded headers are not forwarded (the protocol's CompileProgram
-    // takes one program).
-    if num_headers > 0 {
-        return Err(CL_INVALID_OPERATION);
-    }
     // CL_INVALID_OPERATION if program has no source or IL, or kernels are
     // attached.
     if matches!(program.origin, Origin::Binary | Origin::Linked)
@@ -127,10 +126,28 @@ fn compile_program(
     {
         return Err(CL_INVALID_OPERATION);
     }
+    // Embedded headers: each a program created from source, found by the
+    // name `header_include_names` gives it.
+    let mut embedded = Vec::new();
+    let names = array(header_names as *const *const c_char, num_headers as usize)?;
+    for (&header, &name) in array(headers, num_headers as usize)?.iter().zip(names) {
+        let header = Cl::<Program>::get(header)?;
+        let Origin::Source(text) = &header.origin else {
+            return Err(CL_INVALID_PROGRAM);
+        };
+        let name = c_str(name)?.to_string_lossy().into_owned();
+        embedded.push((name, text.clone()));
+    }
     let options = opt_c_str(options)?;
+    let (host_options, dirs) = include::split_options(&options);
+    let search = Search {
+        embedded,
+        ..Search::files(dirs)
+    };
+    program.resolve_includes(&search)?;
     let compile = CompileProgram {
         program: program.handle(),
-        options: options.clone(),
+        options: host_options,
     };
     let result = platform::client()?
         .call(compile.into())

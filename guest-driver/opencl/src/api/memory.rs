@@ -1,6 +1,7 @@
 //! Buffer entry points: creation, sub-buffers, info, reference counts.
 
 use std::ffi::c_void;
+use std::sync::atomic::Ordering;
 
 use opencl_sys::*;
 use vgpu_protocol::messages::{CreateBuffer, CreateSubBuffer, InitBuffer};
@@ -26,6 +27,7 @@ status_entry! {
     fn clReleaseMemObject(memobj: cl_mem) => Cl::<Mem>::release;
     fn clGetMemObjectInfo(memobj: cl_mem, param_name: cl_mem_info, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut usize) => get_mem_object_info;
     fn clSetMemObjectDestructorCallback(memobj: cl_mem, pfn_notify: Option<ObjectFn>, user_data: *mut c_void) => set_mem_object_destructor_callback;
+    fn clGetPipeInfo(pipe: cl_mem, param_name: cl_pipe_info, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut usize) => get_pipe_info;
     fn clGetSupportedImageFormats(context: cl_context, flags: cl_mem_flags, image_type: cl_mem_object_type, num_entries: cl_uint, image_formats: *mut cl_image_format, num_image_formats: *mut cl_uint) => get_supported_image_formats;
 }
 
@@ -112,10 +114,16 @@ fn create_buffer_with_properties(
 ) -> ClResult<cl_mem> {
     // CL_INVALID_PROPERTY if a property name in properties is not a
     // supported property name (no buffer properties are supported).
-    if properties(props, CL_INVALID_PROPERTY)?.len() > 1 {
+    let listed = properties(props, CL_INVALID_PROPERTY)?;
+    if listed.len() > 1 {
         return Err(CL_INVALID_PROPERTY);
     }
-    create_buffer(context, flags, size, host_ptr)
+    let mem = create_buffer(context, flags, size, host_ptr)?;
+    // CL_MEM_PROPERTIES then answers the (empty) list as given.
+    Cl::<Mem>::get(mem)?
+        .properties_listed
+        .store(!listed.is_empty(), Ordering::Relaxed);
+    Ok(mem)
 }
 
 fn create_sub_buffer(
@@ -204,10 +212,27 @@ fn get_mem_object_info(
         ),
         CL_MEM_OFFSET => info::usize(mem.origin as usize),
         CL_MEM_USES_SVM_POINTER => info::u32(CL_FALSE),
+        // The properties as given: none for clCreateBuffer or a NULL list,
+        // the terminator alone for an empty list.
+        CL_MEM_PROPERTIES if mem.properties_listed.load(Ordering::Relaxed) => info::u64(0),
         CL_MEM_PROPERTIES => Vec::new(),
         _ => return Err(CL_INVALID_VALUE),
     };
     write_info(&bytes, size, value, size_ret)
+}
+
+/// No pipe can exist (`clCreatePipe` answers `CL_INVALID_OPERATION`: the
+/// device is reported without pipe support), so no memory object is a
+/// valid pipe: `CL_INVALID_MEM_OBJECT`, as OpenCL 3.0 and the CTS's
+/// `consistency_pipes` want.
+fn get_pipe_info(
+    _pipe: cl_mem,
+    _param: cl_pipe_info,
+    _size: usize,
+    _value: *mut c_void,
+    _size_ret: *mut usize,
+) -> ClResult<()> {
+    Err(CL_INVALID_MEM_OBJECT)
 }
 
 fn set_mem_object_destructor_callback(

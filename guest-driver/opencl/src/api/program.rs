@@ -15,7 +15,7 @@ use crate::core::context::Context;
 use crate::core::info;
 use crate::core::object::{Cl, ClResult};
 use crate::core::platform;
-use crate::core::program::{Origin, Program};
+use crate::core::program::{self, Origin, Program};
 
 object_entry! {
     fn clCreateProgramWithSource(context: cl_context, count: cl_uint, strings: *mut *const c_char, lengths: *const usize) -> cl_program => create_program_with_source;
@@ -70,17 +70,16 @@ fn create_program_with_source(
     }
     let client = platform::client()?;
     let program = client.new_handle();
+    let sent = program::source_to_create(&source);
     let create = CreateProgramWithSource {
         program,
         context: context.handle(),
-        source: source.clone(),
+        source: sent.clone(),
     };
     client.defer(create.into()).map_err(|s| s.0)?;
-    Ok(Cl::publish(
-        program,
-        Program::new(context, Origin::Source(source), false),
-    )
-    .as_ptr())
+    let object = Program::new(context, Origin::Source(source), false);
+    object.created_from(sent);
+    Ok(Cl::publish(program, object).as_ptr())
 }
 
 fn create_program_with_binary(

@@ -3,6 +3,7 @@
 //! which maps return (after reading the device copy back into it).
 
 use std::ffi::c_void;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use opencl_sys::*;
@@ -27,6 +28,9 @@ pub struct Mem {
     pub origin: u64,
     maps: Mutex<Vec<Mapping>>,
     pub destructors: Destructors,
+    /// Created by `clCreateBufferWithProperties` with a non-NULL (empty)
+    /// property list.
+    pub properties_listed: AtomicBool,
 }
 
 kind!(
@@ -109,6 +113,7 @@ impl Mem {
             origin,
             maps: Mutex::new(Vec::new()),
             destructors: Destructors::default(),
+            properties_listed: AtomicBool::new(false),
         }
     }
 

@@ -6,12 +6,15 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use opencl_sys::{CL_INVALID_PROGRAM, CL_INVALID_PROGRAM_EXECUTABLE, CL_PROGRAM_KERNEL_NAMES};
+use vgpu_protocol::messages::{CreateProgramWithSource, Release};
 use vgpu_protocol::{InfoTarget, ObjectKind};
 
 use crate::core::context::Context;
+use crate::core::include::{self, Search};
 use crate::core::info;
 use crate::core::kernel::Facts;
 use crate::core::object::{kind, Cl, ClResult};
+use crate::core::platform;
 
 /// What a program was created from.
 pub enum Origin {
@@ -38,6 +41,9 @@ struct State {
     kernel_names: Option<Vec<String>>,
     /// The options of the last build, compile or link, as given.
     options: Option<Vec<u8>>,
+    /// The source the backend's program was created from (includes
+    /// resolved), for a program created from source.
+    sent: Option<Vec<u8>>,
 }
 
 kind!(Program, CL_INVALID_PROGRAM, Some(ObjectKind::Program));
@@ -51,6 +57,7 @@ impl Program {
                 executable,
                 kernel_names: None,
                 options: None,
+                sent: None,
             }),
             kernels: AtomicUsize::new(0),
             facts: Mutex::new(HashMap::new()),
@@ -89,7 +96,60 @@ impl Program {
     }
 }
 
+/// The source to create a program with before its build: every include
+/// resolved against nothing (the build resolves them with its `-I`
+/// directories), since the backend refuses include directives.
+pub fn source_to_create(source: &[u8]) -> Vec<u8> {
+    if include::needs_expansion(source) {
+        include::expand(source, &Search::default())
+    } else {
+        source.to_vec()
+    }
+}
+
+impl Program {
+    /// Notes the source the backend's program was created from.
+    pub fn created_from(&self, sent: Vec<u8>) {
+        self.state().sent = Some(sent);
+    }
+}
+
 impl Cl<Program> {
+    /// Before a build or compile: makes the backend's program hold the
+    /// source with its includes resolved through `search`, re-creating it
+    /// under the same handle (no kernel exists, so nothing else holds it)
+    /// when that differs from what it was created from. The requests are
+    /// batched ahead of the build.
+    pub fn resolve_includes(&self, search: &Search) -> ClResult<()> {
+        let Origin::Source(source) = &self.origin else {
+            return Ok(());
+        };
+        if !include::needs_expansion(source) {
+            return Ok(());
+        }
+        let expanded = include::expand(source, search);
+        if expanded.len() > vgpu_protocol::limits::MAX_BYTES_FIELD as usize {
+            return Err(opencl_sys::CL_OUT_OF_RESOURCES);
+        }
+        if self.state().sent.as_ref() == Some(&expanded) {
+            return Ok(());
+        }
+        let client = platform::client()?;
+        let release = Release {
+            kind: ObjectKind::Program as u32,
+            handle: self.handle(),
+        };
+        client.defer(release.into()).map_err(|s| s.0)?;
+        let create = CreateProgramWithSource {
+            program: self.handle(),
+            context: self.context.handle(),
+            source: expanded.clone(),
+        };
+        client.defer(create.into()).map_err(|s| s.0)?;
+        self.state().sent = Some(expanded);
+        Ok(())
+    }
+
     /// `CL_PROGRAM_KERNEL_NAMES`, split; asked once per build.
     pub fn kernel_names(&self) -> ClResult<Vec<String>> {
         if !self.is_executable() {
