@@ -106,6 +106,15 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub profile: Option<PathBuf>,
 
+    /// The key that seals the program binaries guests get, so that every
+    /// backend sharing it accepts them (created, mode 0600, when absent).
+    /// Default: /var/lib/vgpu/binary-key for root, else
+    /// $XDG_STATE_HOME/vgpu/binary-key (~/.local/state/vgpu/binary-key);
+    /// where the default cannot be created, binaries are accepted only by
+    /// the backend process that handed them out.
+    #[arg(long, value_name = "FILE")]
+    pub binary_key: Option<PathBuf>,
+
     /// Write the profile a new vGPU on the selected OpenCL device sees
     /// (with the --memory size) to FILE and exit.
     #[arg(long, value_name = "FILE")]
@@ -139,6 +148,8 @@ pub struct Config {
     pub queue_depth: usize,
     pub restore: Option<PathBuf>,
     pub profile: Option<PathBuf>,
+    /// `--binary-key`, if given.
+    pub binary_key: Option<PathBuf>,
     /// `--memory`: the vGPU memory size new VMs get.
     pub memory: Option<u64>,
     /// Per-VM limits; the memory limit comes from `max_memory`.
@@ -154,6 +165,19 @@ pub enum DeviceSpec {
     OpenCl(DeviceSelector),
     /// `cuda:<index>` (`cuda` alone: 0).
     Cuda(u32),
+}
+
+/// Where the binary key is kept when `--binary-key` is not given.
+pub fn default_binary_key() -> Option<PathBuf> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return Some(PathBuf::from("/var/lib/vgpu/binary-key"));
+    }
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))?;
+    Some(state.join("vgpu").join("binary-key"))
 }
 
 /// Parses a `--device` or `--extra-device` SPEC of either API.
@@ -237,6 +261,7 @@ impl TryFrom<Args> for Config {
             restore: args.restore,
             profile: args.profile,
             memory: args.memory,
+            binary_key: args.binary_key,
             max_memory: args.max_memory,
             sandbox: match args.sandbox.as_str() {
                 "default" => crate::sandbox::Sandbox::Default {

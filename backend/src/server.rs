@@ -35,6 +35,8 @@ pub enum ServerError {
     Profile(PathBuf, String),
     #[error("{0}")]
     Memory(String),
+    #[error("invalid --binary-key: {0}")]
+    BinaryKey(String),
     #[error("cannot restore {0}: {1}")]
     Restore(PathBuf, String),
     #[error("no device could be opened")]
@@ -191,7 +193,32 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     message
 }
 
+/// Loads (or creates) the key binaries are sealed with, before the
+/// sandbox closes the file system.
+fn install_binary_key(config: &Config) -> Result<(), ServerError> {
+    use crate::executor::opencl::seal::{install_key, BinaryKey};
+    let key = match (&config.binary_key, crate::config::default_binary_key()) {
+        (Some(path), _) => {
+            BinaryKey::load_or_create(path).map_err(|e| ServerError::BinaryKey(error_chain(&e)))?
+        }
+        (None, Some(path)) => match BinaryKey::load_or_create(&path) {
+            Ok(key) => key,
+            Err(e) => {
+                log::warn!(
+                    "{}: program binaries will come back only to this process",
+                    error_chain(&e)
+                );
+                return Ok(());
+            }
+        },
+        (None, None) => return Ok(()),
+    };
+    install_key(key);
+    Ok(())
+}
+
 pub fn run(config: Config) -> Result<(), ServerError> {
+    install_binary_key(&config)?;
     crate::sandbox::isolate_network(&config.sandbox);
     let profile_limit = match &config.profile {
         Some(path) => Some(Arc::new(read_profile(path)?)),

@@ -868,7 +868,20 @@ fn pocl_binary(raw: &mut RawFrontend) -> Option<Vec<u8>> {
     let reply = decode_reply(&reply).expect("reply");
     assert_all_succeed(&reply.records);
     let binary = reply.records[3].payload.clone();
-    binary.starts_with(b"poclbin").then_some(binary)
+    binary[SEAL_LEN..].starts_with(b"poclbin").then_some(binary)
+}
+
+/// Bytes the backend's seal puts before the driver's binary (magic and
+/// HMAC tag): an edited binary no longer matches its tag.
+const SEAL_LEN: usize = 40;
+
+/// Asserts an edited binary was refused before the driver saw it.
+fn assert_refused_as_invalid(records: &[vgpu_protocol::frame::ReplyRecord]) {
+    assert_eq!(
+        records[0].status,
+        vgpu_protocol::Status::INVALID_BINARY,
+        "an edited binary reached the driver: {records:?}"
+    );
 }
 
 /// Finding (review while fuzzing): PoCL checks a program binary's inner
@@ -885,10 +898,11 @@ fn a_malformed_program_binary_is_an_error_and_the_daemon_lives() {
         eprintln!("skipped: not a PoCL binary");
         return;
     };
-    let slash = binary[..128]
-        .iter()
-        .position(|b| *b == b'/')
-        .expect("the program hash");
+    let slash = SEAL_LEN
+        + binary[SEAL_LEN..SEAL_LEN + 128]
+            .iter()
+            .position(|b| *b == b'/')
+            .expect("the program hash");
     binary[slash + 1] = if binary[slash + 1] == b'Z' {
         b'X'
     } else {
@@ -920,6 +934,7 @@ fn a_malformed_program_binary_is_an_error_and_the_daemon_lives() {
         ],
     );
     println!("create and build: {:?}", reply.records);
+    assert_refused_as_invalid(&reply.records);
     assert!(backend.is_running(), "the daemon died");
     bystander.assert_intact();
 }
@@ -948,10 +963,11 @@ fn guest_program_binaries_cannot_write_host_files() {
     };
     // A new program hash (so a new cache directory), then the name and the
     // bytes of its first file replaced, every length kept.
-    let slash = binary[..128]
-        .iter()
-        .position(|b| *b == b'/')
-        .expect("the program hash");
+    let slash = SEAL_LEN
+        + binary[SEAL_LEN..SEAL_LEN + 128]
+            .iter()
+            .position(|b| *b == b'/')
+            .expect("the program hash");
     binary[slash + 1] = if binary[slash + 1] == b'Z' {
         b'Y'
     } else {
@@ -985,6 +1001,7 @@ fn guest_program_binaries_cannot_write_host_files() {
         ],
     );
     println!("create and build: {:?}", reply.records);
+    assert_refused_as_invalid(&reply.records);
     let written = target.exists();
     let _ = std::fs::remove_dir_all(&dir);
     assert!(

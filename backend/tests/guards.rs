@@ -836,3 +836,110 @@ fn a_wait_nobody_ends_cannot_stall_a_checkpoint() {
     }
     assert_eq!(compute(&mut b, 1, 16), (1..=16).collect::<Vec<i32>>());
 }
+
+/// The sealed `CL_PROGRAM_BINARIES` of program 3 of `session`.
+fn binary_of(raw: &mut RawFrontend, session: u64) -> Vec<u8> {
+    let binaries = GetInfo {
+        target: vgpu_protocol::InfoTarget::Program as u32,
+        handle: 3,
+        index: 0,
+        param: 0x1166, // CL_PROGRAM_BINARIES
+    };
+    let batch = batch_of(raw, session, &[binaries.into()]);
+    let reply = send(raw, batch, &[], &[]);
+    assert!(reply.records[0].status.is_success(), "{reply:?}");
+    reply.records[0].payload.clone()
+}
+
+/// Creates and builds program 6 of `session` from `binary`.
+fn from_binary(raw: &mut RawFrontend, session: u64, binary: Vec<u8>) -> Reply {
+    raw.batch(
+        session,
+        &[
+            CreateProgramWithBinary {
+                program: 6,
+                context: 1,
+                binary,
+            }
+            .into(),
+            BuildProgram {
+                program: 6,
+                options: vec![],
+            }
+            .into(),
+        ],
+    )
+}
+
+/// A binary one backend hands out comes back to another process sharing
+/// its key (a program's binary cache outlives a backend restart), and so
+/// does a checkpoint of a program created from it; a backend with another
+/// key refuses both, as it refuses any binary it cannot vouch for.
+#[test]
+fn binaries_sealed_by_one_backend_are_accepted_by_another_sharing_the_key() {
+    let dir = std::env::temp_dir().join(format!("vgpu-seal-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let key = dir.join("shared.key");
+    let other_key = dir.join("other.key");
+    let key_arg = ["--binary-key", key.to_str().expect("utf-8")];
+    let first = Backend::start_with(&key_arg, &[]);
+    let mut raw = first.raw();
+    raw.open_session(1);
+    set_up(&mut raw, 1, 16);
+    let binary = binary_of(&mut raw, 1);
+    let reply = from_binary(&mut raw, 1, binary.clone());
+    assert!(
+        reply.records.iter().all(|r| r.status.is_success()),
+        "{reply:?}"
+    );
+    let checkpoint = dir.join("binary.ckpt");
+    let (ok, out) = first.ctl(&["checkpoint", checkpoint.to_str().expect("utf-8")]);
+    assert!(ok, "{out}");
+    drop(raw);
+    drop(first);
+
+    let second = Backend::start_with(&key_arg, &[]);
+    let mut raw = second.raw();
+    raw.open_session(1);
+    set_up(&mut raw, 1, 16);
+    let reply = from_binary(&mut raw, 1, binary.clone());
+    assert!(
+        reply.records.iter().all(|r| r.status.is_success()),
+        "another process with the key refused the binary: {reply:?}"
+    );
+    let (ok, out) = second.ctl(&["restore", checkpoint.to_str().expect("utf-8")]);
+    assert!(ok, "{out}");
+    assert_eq!(compute(&mut raw, 1, 16), (1..=16).collect::<Vec<i32>>());
+
+    let stranger = Backend::start_with(&["--binary-key", other_key.to_str().expect("utf-8")], &[]);
+    let mut raw = stranger.raw();
+    raw.open_session(1);
+    set_up(&mut raw, 1, 16);
+    let reply = from_binary(&mut raw, 1, binary);
+    assert_eq!(reply.records[0].status, Status::INVALID_BINARY, "{reply:?}");
+    let (ok, out) = stranger.ctl(&["restore", checkpoint.to_str().expect("utf-8")]);
+    assert!(!ok && out.contains("did not hand out"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_unusable_binary_key_is_refused_at_start() {
+    let dir = std::env::temp_dir().join(format!("vgpu-badkey-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let key = dir.join("short.key");
+    std::fs::write(&key, b"short").expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vgpu-backend"))
+        .args(["--socket", dir.join("never.sock").to_str().expect("utf-8")])
+        .args(["--binary-key", key.to_str().expect("utf-8")])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("--binary-key") && stderr.contains("not a binary key"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

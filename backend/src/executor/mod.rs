@@ -28,7 +28,7 @@ pub enum SnapshotError {
     Dangling { what: &'static str, id: u64 },
     #[error("a program exists only as a binary for {built_for}; it cannot move to {here} (create it from source or IL to make it portable)")]
     BinaryOnly { built_for: String, here: String },
-    #[error("program {id} is a binary this backend did not hand out: refused as a guest's would be (create it from source or IL to make it portable)")]
+    #[error("program {id} is a binary this backend did not hand out (no backend sharing its --binary-key sealed it): refused as a guest's would be (create it from source or IL to make it portable)")]
     ForeignBinary { id: u64 },
     #[error("{0} cannot be snapshotted yet")]
     Unsupported(&'static str),

@@ -295,7 +295,7 @@ impl OpenClSession {
                 if binary.is_empty() {
                     return Err(Status::INVALID_VALUE);
                 }
-                super::guard::check_binary(binary)?;
+                let binary = super::seal::unseal(binary)?;
                 // SAFETY: one device, one binary slice that outlives the call.
                 unsafe {
                     cl3::program::create_program_with_binary(

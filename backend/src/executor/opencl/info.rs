@@ -32,6 +32,7 @@ const QUEUE_REFERENCE_COUNT: u32 = 0x1092;
 const MEM_FLAGS: u32 = 0x1101;
 const MEM_REFERENCE_COUNT: u32 = 0x1105;
 const PROGRAM_REFERENCE_COUNT: u32 = 0x1160;
+const PROGRAM_BINARY_SIZES: u32 = 0x1165;
 const PROGRAM_BINARIES: u32 = 0x1166;
 const PROGRAM_BUILD_OPTIONS: u32 = 0x1182;
 const PROGRAM_BUILD_LOG: u32 = 0x1183;
@@ -105,6 +106,9 @@ impl OpenClSession {
                 return ref_count(&self.programs, h)
             }
             InfoTarget::Program if p == PROGRAM_BINARIES => return self.program_binary(h),
+            InfoTarget::Program if p == PROGRAM_BINARY_SIZES => {
+                return self.program_binary_sizes(h)
+            }
             InfoTarget::Program => {
                 cl3::program::get_program_data(self.programs.get(h)?.program.0, p)
             }
@@ -142,13 +146,31 @@ impl OpenClSession {
     }
 
     /// The program's binary for the one device, raw bytes.
+    /// The sizes of the sealed binaries a guest gets (0: none for that
+    /// device, as the driver says).
+    fn program_binary_sizes(&self, handle: u64) -> Result<Vec<u8>, Status> {
+        let program = self.programs.get(handle)?;
+        let sizes = cl3::program::get_program_data(program.program.0, PROGRAM_BINARY_SIZES)
+            .map_err(Status)?;
+        Ok(sizes
+            .chunks_exact(8)
+            .flat_map(|size| {
+                let size = u64::from_le_bytes(size.try_into().expect("chunks of 8"));
+                let sealed = if size == 0 {
+                    0
+                } else {
+                    size + super::seal::SEAL_OVERHEAD as u64
+                };
+                sealed.to_le_bytes()
+            })
+            .collect())
+    }
+
     fn program_binary(&self, handle: u64) -> Result<Vec<u8>, Status> {
         let program = self.programs.get(handle)?;
         match cl3::program::get_program_info(program.program.0, PROGRAM_BINARIES).map_err(Status)? {
             cl3::info_type::InfoType::VecVecUchar(mut binaries) if !binaries.is_empty() => {
-                let binary = binaries.swap_remove(0);
-                super::guard::issue_binary(&binary);
-                Ok(binary)
+                Ok(super::seal::seal(&binaries.swap_remove(0)))
             }
             _ => Err(Status::INVALID_PROGRAM_EXECUTABLE),
         }

@@ -9,6 +9,7 @@ mod info;
 mod objects;
 mod pragma;
 mod profile;
+pub mod seal;
 mod session;
 mod snapshot;
 
