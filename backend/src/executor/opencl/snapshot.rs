@@ -182,6 +182,8 @@ impl OpenClSession {
             }
             .map_err(Status)?;
             let marker = HostEvent(marker);
+            // Unflushed, a marker may never leave the host queue.
+            cl3::command_queue::flush(queue).map_err(Status)?;
             let pending = || {
                 cl3::event::get_event_data(marker.0, EXECUTION_STATUS)
                     .ok()
