@@ -49,6 +49,8 @@ pub enum Error {
     NoOpenCl,
     #[error("this backend has no CUDA device to restore onto (start it with --device cuda:N)")]
     NoCuda,
+    #[error("the state holds {needed} bytes of device memory, over this VM's limit of {limit} (--max-memory)")]
+    OverQuota { needed: u64, limit: u64 },
     #[error("cannot quiesce the vGPU")]
     Quiesce(#[from] crate::vgpu::Stuck),
 }
@@ -175,6 +177,39 @@ fn save_session(id: u64, exec: &mut ExecSessions, last_seq: u64) -> Result<Saved
         buffers: opencl_buffers,
         drain,
     })
+}
+
+/// Refuses a state whose buffers and CUDA allocations need more device
+/// memory than the VM's `--max-memory`, before anything is built: a
+/// restore makes what the guest's calls made, under the same limit.
+fn check_memory(state: &m::VgpuStateV1, limits: &crate::quota::Limits) -> Result<(), Error> {
+    if limits.memory_bytes == 0 {
+        return Ok(());
+    }
+    let mut needed = 0u64;
+    for session in &state.sessions {
+        let (buffers, cuda) = match session {
+            m::SessionState::V1(s) => (&s.buffers, None),
+            m::SessionState::V2(s) | m::SessionState::V3(m::SessionStateV3 { objects: s, .. }) => {
+                (&s.buffers, s.cuda.as_ref())
+            }
+        };
+        let opencl = buffers
+            .iter()
+            .filter(|b| b.parent.is_none())
+            .map(|b| b.size);
+        let cuda = cuda
+            .into_iter()
+            .flat_map(|c| c.allocations.iter().map(|a| a.size));
+        needed = opencl.chain(cuda).fold(needed, u64::saturating_add);
+    }
+    if needed > limits.memory_bytes {
+        return Err(Error::OverQuota {
+            needed,
+            limit: limits.memory_bytes,
+        });
+    }
+    Ok(())
 }
 
 /// A session rebuilt from a stream: its part on each executor (by index)
@@ -304,6 +339,7 @@ pub fn save<W: Write>(
 fn load<R: Read>(
     input: R,
     executors: &[Arc<dyn Executor>],
+    limits: &crate::quota::Limits,
     report: &mut Report,
 ) -> Result<(Vec<Rebuilt>, m::Profile), Error> {
     let mut reader = m::StreamReader::new(input)?;
@@ -322,6 +358,7 @@ fn load<R: Read>(
                 }
                 profile = Some(state.profile().clone());
                 let m::VgpuState::V1(state) = *state;
+                check_memory(&state, limits)?;
                 for session in &state.sessions {
                     index.insert(session.id(), restored.len());
                     restored.push(rebuild_session(executors, session)?);
@@ -381,7 +418,7 @@ pub fn restore<R: Read>(
 ) -> Result<Report, Error> {
     let executors = vgpu.executors();
     let mut report = Report::default();
-    let (restored, profile) = load(input, &executors, &mut report)?;
+    let (restored, profile) = load(input, &executors, &vgpu.quota().limits, &mut report)?;
     let sessions = restored
         .into_iter()
         .map(|r| {

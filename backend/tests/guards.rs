@@ -881,3 +881,25 @@ fn a_wait_nobody_ends_cannot_stall_a_checkpoint() {
     assert!(status < 0, "the command behind the event failed: {status}");
     assert_eq!(compute(&mut b, 1, 16), (1..=16).collect::<Vec<i32>>());
 }
+
+#[test]
+fn a_restore_is_held_to_the_memory_quota_of_the_vm() {
+    // A checkpoint with a 2 MiB buffer, taken without a limit...
+    let unlimited = Backend::start();
+    let mut raw = unlimited.raw();
+    raw.open_session(1);
+    set_up(&mut raw, 1, 1 << 19);
+    let file = std::env::temp_dir().join(format!("vgpu-quota-{}.ckpt", std::process::id()));
+    let (ok, out) = unlimited.ctl(&["checkpoint", file.to_str().expect("utf-8")]);
+    assert!(ok, "{out}");
+    // ... into a VM allowed 1 MiB: refused before anything is built.
+    let limited = Backend::start_with(&["--max-memory", "1M"], &[]);
+    let mut raw = limited.raw();
+    raw.open_session(1);
+    set_up(&mut raw, 1, 16);
+    let (ok, out) = limited.ctl(&["restore", file.to_str().expect("utf-8")]);
+    let _ = std::fs::remove_file(&file);
+    assert!(!ok, "a restore over the quota went through: {out}");
+    assert!(out.contains("--max-memory"), "{out}");
+    assert_eq!(compute(&mut raw, 1, 16), (1..=16).collect::<Vec<i32>>());
+}
