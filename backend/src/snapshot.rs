@@ -49,8 +49,13 @@ pub enum Error {
     NoOpenCl,
     #[error("this backend has no CUDA device to restore onto (start it with --device cuda:N)")]
     NoCuda,
-    #[error("the state holds {needed} bytes of device memory, over this VM's limit of {limit} (--max-memory)")]
-    OverQuota { needed: u64, limit: u64 },
+    #[error("the state holds {needed} {what}, over this VM's limit of {limit} ({flag})")]
+    OverQuota {
+        what: &'static str,
+        needed: u64,
+        limit: u64,
+        flag: &'static str,
+    },
     #[error("cannot quiesce the vGPU")]
     Quiesce(#[from] crate::vgpu::Stuck),
 }
@@ -179,35 +184,73 @@ fn save_session(id: u64, exec: &mut ExecSessions, last_seq: u64) -> Result<Saved
     })
 }
 
-/// Refuses a state whose buffers and CUDA allocations need more device
-/// memory than the VM's `--max-memory`, before anything is built: a
-/// restore makes what the guest's calls made, under the same limit.
-fn check_memory(state: &m::VgpuStateV1, limits: &crate::quota::Limits) -> Result<(), Error> {
-    if limits.memory_bytes == 0 {
-        return Ok(());
-    }
-    let mut needed = 0u64;
+/// Refuses a state that needs more device memory (buffers, CUDA
+/// allocations) than the VM's `--max-memory`, or holds more objects under
+/// guest handles than its `--max-objects`, before anything is built: a
+/// restore makes what the guest's calls made, under the same limits.
+fn check_quota(state: &m::VgpuStateV1, limits: &crate::quota::Limits) -> Result<(), Error> {
+    let (mut bytes, mut objects) = (0u64, 0u64);
     for session in &state.sessions {
-        let (buffers, cuda) = match session {
-            m::SessionState::V1(s) => (&s.buffers, None),
-            m::SessionState::V2(s) | m::SessionState::V3(m::SessionStateV3 { objects: s, .. }) => {
-                (&s.buffers, s.cuda.as_ref())
-            }
+        let (s, cuda) = match session {
+            m::SessionState::V1(s) => (
+                (
+                    &s.contexts,
+                    &s.queues,
+                    &s.buffers,
+                    &s.programs,
+                    &s.kernels,
+                    &s.events,
+                ),
+                None,
+            ),
+            m::SessionState::V2(s) | m::SessionState::V3(m::SessionStateV3 { objects: s, .. }) => (
+                (
+                    &s.contexts,
+                    &s.queues,
+                    &s.buffers,
+                    &s.programs,
+                    &s.kernels,
+                    &s.events,
+                ),
+                s.cuda.as_ref(),
+            ),
         };
-        let opencl = buffers
+        let (contexts, queues, buffers, programs, kernels, events) = s;
+        macro_rules! held {
+            ($($list:expr),*) => { 0u64 $(+ $list.iter().filter(|o| o.guest.is_some()).count() as u64)* };
+        }
+        objects += held!(contexts, queues, buffers, programs, kernels, events);
+        let top = buffers
             .iter()
             .filter(|b| b.parent.is_none())
             .map(|b| b.size);
-        let cuda = cuda
-            .into_iter()
-            .flat_map(|c| c.allocations.iter().map(|a| a.size));
-        needed = opencl.chain(cuda).fold(needed, u64::saturating_add);
+        bytes = top.fold(bytes, u64::saturating_add);
+        if let Some(c) = cuda {
+            objects += held!(c.contexts, c.modules, c.functions, c.streams, c.events);
+            bytes = c
+                .allocations
+                .iter()
+                .map(|a| a.size)
+                .fold(bytes, u64::saturating_add);
+        }
     }
-    if needed > limits.memory_bytes {
-        return Err(Error::OverQuota {
-            needed,
-            limit: limits.memory_bytes,
-        });
+    for (what, needed, limit, flag) in [
+        (
+            "bytes of device memory",
+            bytes,
+            limits.memory_bytes,
+            "--max-memory",
+        ),
+        ("objects", objects, limits.objects, "--max-objects"),
+    ] {
+        if limit != 0 && needed > limit {
+            return Err(Error::OverQuota {
+                what,
+                needed,
+                limit,
+                flag,
+            });
+        }
     }
     Ok(())
 }
@@ -358,7 +401,7 @@ fn load<R: Read>(
                 }
                 profile = Some(state.profile().clone());
                 let m::VgpuState::V1(state) = *state;
-                check_memory(&state, limits)?;
+                check_quota(&state, limits)?;
                 for session in &state.sessions {
                     index.insert(session.id(), restored.len());
                     restored.push(rebuild_session(executors, session)?);

@@ -883,7 +883,7 @@ fn a_wait_nobody_ends_cannot_stall_a_checkpoint() {
 }
 
 #[test]
-fn a_restore_is_held_to_the_memory_quota_of_the_vm() {
+fn a_restore_is_held_to_the_quotas_of_the_vm() {
     // A checkpoint with a 2 MiB buffer, taken without a limit...
     let unlimited = Backend::start();
     let mut raw = unlimited.raw();
@@ -898,8 +898,18 @@ fn a_restore_is_held_to_the_memory_quota_of_the_vm() {
     raw.open_session(1);
     set_up(&mut raw, 1, 16);
     let (ok, out) = limited.ctl(&["restore", file.to_str().expect("utf-8")]);
-    let _ = std::fs::remove_file(&file);
     assert!(!ok, "a restore over the quota went through: {out}");
     assert!(out.contains("--max-memory"), "{out}");
     assert_eq!(compute(&mut raw, 1, 16), (1..=16).collect::<Vec<i32>>());
+    // Its five objects into a VM allowed three: refused too.
+    let few = Backend::start_with(&["--max-objects", "3"], &[]);
+    let mut raw = few.raw();
+    raw.open_session(1);
+    let (ok, out) = few.ctl(&["restore", file.to_str().expect("utf-8")]);
+    let _ = std::fs::remove_file(&file);
+    assert!(!ok, "a restore over the quota went through: {out}");
+    assert!(out.contains("--max-objects"), "{out}");
+    assert!(raw.batch(1, &[Ping {}.into()]).records[0]
+        .status
+        .is_success());
 }
