@@ -49,6 +49,13 @@ pub enum Error {
     NoOpenCl,
     #[error("this backend has no CUDA device to restore onto (start it with --device cuda:N)")]
     NoCuda,
+    #[error("the state holds {needed} {what}, over this VM's limit of {limit} ({flag})")]
+    OverQuota {
+        what: &'static str,
+        needed: u64,
+        limit: u64,
+        flag: &'static str,
+    },
     #[error("cannot quiesce the vGPU")]
     Quiesce(#[from] crate::vgpu::Stuck),
 }
@@ -175,6 +182,77 @@ fn save_session(id: u64, exec: &mut ExecSessions, last_seq: u64) -> Result<Saved
         buffers: opencl_buffers,
         drain,
     })
+}
+
+/// Refuses a state that needs more device memory (buffers, CUDA
+/// allocations) than the VM's `--max-memory`, or holds more objects under
+/// guest handles than its `--max-objects`, before anything is built: a
+/// restore makes what the guest's calls made, under the same limits.
+fn check_quota(state: &m::VgpuStateV1, limits: &crate::quota::Limits) -> Result<(), Error> {
+    let (mut bytes, mut objects) = (0u64, 0u64);
+    for session in &state.sessions {
+        let (s, cuda) = match session {
+            m::SessionState::V1(s) => (
+                (
+                    &s.contexts,
+                    &s.queues,
+                    &s.buffers,
+                    &s.programs,
+                    &s.kernels,
+                    &s.events,
+                ),
+                None,
+            ),
+            m::SessionState::V2(s) | m::SessionState::V3(m::SessionStateV3 { objects: s, .. }) => (
+                (
+                    &s.contexts,
+                    &s.queues,
+                    &s.buffers,
+                    &s.programs,
+                    &s.kernels,
+                    &s.events,
+                ),
+                s.cuda.as_ref(),
+            ),
+        };
+        let (contexts, queues, buffers, programs, kernels, events) = s;
+        macro_rules! held {
+            ($($list:expr),*) => { 0u64 $(+ $list.iter().filter(|o| o.guest.is_some()).count() as u64)* };
+        }
+        objects += held!(contexts, queues, buffers, programs, kernels, events);
+        let top = buffers
+            .iter()
+            .filter(|b| b.parent.is_none())
+            .map(|b| b.size);
+        bytes = top.fold(bytes, u64::saturating_add);
+        if let Some(c) = cuda {
+            objects += held!(c.contexts, c.modules, c.functions, c.streams, c.events);
+            bytes = c
+                .allocations
+                .iter()
+                .map(|a| a.size)
+                .fold(bytes, u64::saturating_add);
+        }
+    }
+    for (what, needed, limit, flag) in [
+        (
+            "bytes of device memory",
+            bytes,
+            limits.memory_bytes,
+            "--max-memory",
+        ),
+        ("objects", objects, limits.objects, "--max-objects"),
+    ] {
+        if limit != 0 && needed > limit {
+            return Err(Error::OverQuota {
+                what,
+                needed,
+                limit,
+                flag,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A session rebuilt from a stream: its part on each executor (by index)
@@ -304,6 +382,7 @@ pub fn save<W: Write>(
 fn load<R: Read>(
     input: R,
     executors: &[Arc<dyn Executor>],
+    limits: &crate::quota::Limits,
     report: &mut Report,
 ) -> Result<(Vec<Rebuilt>, m::Profile), Error> {
     let mut reader = m::StreamReader::new(input)?;
@@ -322,6 +401,7 @@ fn load<R: Read>(
                 }
                 profile = Some(state.profile().clone());
                 let m::VgpuState::V1(state) = *state;
+                check_quota(&state, limits)?;
                 for session in &state.sessions {
                     index.insert(session.id(), restored.len());
                     restored.push(rebuild_session(executors, session)?);
@@ -381,7 +461,7 @@ pub fn restore<R: Read>(
 ) -> Result<Report, Error> {
     let executors = vgpu.executors();
     let mut report = Report::default();
-    let (restored, profile) = load(input, &executors, &mut report)?;
+    let (restored, profile) = load(input, &executors, &vgpu.quota().limits, &mut report)?;
     // The guest goes on with the profile it saw where the state was taken.
     vgpu.set_profile_seen(profile);
     let bounds = vgpu.bounds();

@@ -754,6 +754,38 @@ fn a_wait_nobody_ends_cannot_stall_a_checkpoint() {
         reply.records.iter().all(|r| r.status.is_success()),
         "{reply:?}"
     );
+    // Session 2 only issues a command behind a user event nobody sets.
+    let reply = a.batch(
+        2,
+        &[
+            CreateContext {
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            CreateQueue {
+                queue: 2,
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            CreateUserEvent {
+                event: 3,
+                context: 1,
+            }
+            .into(),
+            EnqueueMarker {
+                queue: 2,
+                wait: vec![3],
+                event: 4,
+            }
+            .into(),
+        ],
+    );
+    assert!(
+        reply.records.iter().all(|r| r.status.is_success()),
+        "{reply:?}"
+    );
     let wait = batch_of(&mut a, 1, &[WaitForEvents { events: vec![2] }.into()]);
     let (req_at, reply_at) = (a.scratch(8 << 20), a.scratch(9 << 20));
     a.dev.write_guest(req_at, &wait).expect("write request");
@@ -834,6 +866,19 @@ fn a_wait_nobody_ends_cannot_stall_a_checkpoint() {
         let reply = a.batch(session, &[Ping {}.into()]);
         assert!(reply.records[0].status.is_success(), "{reply:?}");
     }
+    // Session 2's command behind the never-set event failed, not hung.
+    let reply = a.batch(
+        2,
+        &[GetInfo {
+            target: vgpu_protocol::InfoTarget::Event as u32,
+            handle: 4,
+            index: 0,
+            param: 0x11D3, // CL_EVENT_COMMAND_EXECUTION_STATUS
+        }
+        .into()],
+    );
+    let status = i32::from_le_bytes(reply.records[0].payload[..4].try_into().expect("4 bytes"));
+    assert!(status < 0, "the command behind the event failed: {status}");
     assert_eq!(compute(&mut b, 1, 16), (1..=16).collect::<Vec<i32>>());
 }
 
@@ -942,4 +987,36 @@ fn an_unusable_binary_key_is_refused_at_start() {
         "{stderr}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_restore_is_held_to_the_quotas_of_the_vm() {
+    // A checkpoint with a 2 MiB buffer, taken without a limit...
+    let unlimited = Backend::start();
+    let mut raw = unlimited.raw();
+    raw.open_session(1);
+    set_up(&mut raw, 1, 1 << 19);
+    let file = std::env::temp_dir().join(format!("vgpu-quota-{}.ckpt", std::process::id()));
+    let (ok, out) = unlimited.ctl(&["checkpoint", file.to_str().expect("utf-8")]);
+    assert!(ok, "{out}");
+    // ... into a VM allowed 1 MiB: refused before anything is built.
+    let limited = Backend::start_with(&["--max-memory", "1M"], &[]);
+    let mut raw = limited.raw();
+    raw.open_session(1);
+    set_up(&mut raw, 1, 16);
+    let (ok, out) = limited.ctl(&["restore", file.to_str().expect("utf-8")]);
+    assert!(!ok, "a restore over the quota went through: {out}");
+    assert!(out.contains("--max-memory"), "{out}");
+    assert_eq!(compute(&mut raw, 1, 16), (1..=16).collect::<Vec<i32>>());
+    // Its five objects into a VM allowed three: refused too.
+    let few = Backend::start_with(&["--max-objects", "3"], &[]);
+    let mut raw = few.raw();
+    raw.open_session(1);
+    let (ok, out) = few.ctl(&["restore", file.to_str().expect("utf-8")]);
+    let _ = std::fs::remove_file(&file);
+    assert!(!ok, "a restore over the quota went through: {out}");
+    assert!(out.contains("--max-objects"), "{out}");
+    assert!(raw.batch(1, &[Ping {}.into()]).records[0]
+        .status
+        .is_success());
 }

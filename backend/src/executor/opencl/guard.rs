@@ -228,7 +228,7 @@ pub fn scrub_host_paths(log: &[u8]) -> Vec<u8> {
 
 /// Guest warnings of the checks here, for every session of the process
 /// (a refused call has no VM at hand; one process serves one VM).
-fn warnings() -> &'static crate::ratelimit::WarnLimiter {
+pub(super) fn warnings() -> &'static crate::ratelimit::WarnLimiter {
     static LIMITER: std::sync::OnceLock<crate::ratelimit::WarnLimiter> = std::sync::OnceLock::new();
     LIMITER.get_or_init(Default::default)
 }

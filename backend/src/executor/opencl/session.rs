@@ -100,6 +100,15 @@ impl OpenClSession {
         Ok(())
     }
 
+    /// Whether a user event of the session is still waiting to be set.
+    pub(super) fn has_unset_user_events(&self) -> bool {
+        !self
+            .user_events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+
     fn retain_or_release(&mut self, kind: u32, handle: u64, retain: bool) -> Result<(), Status> {
         macro_rules! apply {
             ($table:expr) => {

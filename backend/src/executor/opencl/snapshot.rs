@@ -161,12 +161,49 @@ impl BufferSink for DeviceBufferSink {
 
 impl OpenClSession {
     /// Waits until every queue of the session has run everything issued.
+    /// Commands behind a user event nobody sets would hold this forever,
+    /// and with it the quiesce of the whole vGPU: when the queues have not
+    /// drained within `QUIESCE_DRAIN` and the session has unset user
+    /// events, those are failed (as when the session closes), so only
+    /// this session sees an error. A kernel that is merely long is waited
+    /// for.
     pub(super) fn drain(&mut self) -> Result<(), Status> {
-        for (_, queue, _) in self.queues.entries() {
-            cl3::command_queue::finish(queue.queue.0).map_err(Status)?;
+        let queues: Vec<_> = self
+            .queues
+            .entries()
+            .map(|(_, queue, _)| queue.queue.0)
+            .chain(self.internal_queues.iter().map(|q| q.queue.0))
+            .collect();
+        let deadline = std::time::Instant::now() + crate::vgpu::QUIESCE_DRAIN;
+        for &queue in &queues {
+            // SAFETY: a live queue of the session; no wait list.
+            let marker = unsafe {
+                cl3::command_queue::enqueue_marker_with_wait_list(queue, 0, std::ptr::null())
+            }
+            .map_err(Status)?;
+            let marker = HostEvent(marker);
+            // Unflushed, a marker may never leave the host queue.
+            cl3::command_queue::flush(queue).map_err(Status)?;
+            let pending = || {
+                cl3::event::get_event_data(marker.0, EXECUTION_STATUS)
+                    .ok()
+                    .and_then(|b| Some(i32::from_le_bytes(b.get(..4)?.try_into().ok()?)))
+                    .is_some_and(|status| status > 0)
+            };
+            while pending() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            if pending() && self.has_unset_user_events() {
+                crate::guest_warn!(
+                    super::guard::warnings(),
+                    "a session's commands wait on user events nobody set after {:?} of a quiesce: failing those events",
+                    crate::vgpu::QUIESCE_DRAIN
+                );
+                (crate::executor::ExecSession::aborter(self))();
+            }
         }
-        for queue in &self.internal_queues {
-            cl3::command_queue::finish(queue.queue.0).map_err(Status)?;
+        for queue in queues {
+            cl3::command_queue::finish(queue).map_err(Status)?;
         }
         Ok(())
     }
