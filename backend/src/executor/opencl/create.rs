@@ -295,7 +295,8 @@ impl OpenClSession {
                 if binary.is_empty() {
                     return Err(Status::INVALID_VALUE);
                 }
-                let binary = super::seal::unseal(binary)?;
+                let device = super::seal::device_context(self.platform, self.device);
+                let binary = super::seal::unseal(&device, binary)?;
                 // SAFETY: one device, one binary slice that outlives the call.
                 unsafe {
                     cl3::program::create_program_with_binary(

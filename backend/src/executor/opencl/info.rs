@@ -170,7 +170,8 @@ impl OpenClSession {
         let program = self.programs.get(handle)?;
         match cl3::program::get_program_info(program.program.0, PROGRAM_BINARIES).map_err(Status)? {
             cl3::info_type::InfoType::VecVecUchar(mut binaries) if !binaries.is_empty() => {
-                Ok(super::seal::seal(&binaries.swap_remove(0)))
+                let device = super::seal::device_context(self.platform, self.device);
+                Ok(super::seal::seal(&device, &binaries.swap_remove(0)))
             }
             _ => Err(Status::INVALID_PROGRAM_EXECUTABLE),
         }

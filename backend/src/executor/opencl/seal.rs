@@ -1,5 +1,7 @@
 //! Program binaries a guest gets (`CL_PROGRAM_BINARIES`) are sealed: the
-//! driver's bytes behind a magic and an HMAC-SHA256 tag under a host key.
+//! driver's bytes behind a magic and an HMAC-SHA256 tag under a host key,
+//! over the device's identity and the bytes (a binary sealed for one device
+//! is refused on another before its driver parses it).
 //! A driver parses a binary with the trust it gives its own compiler's
 //! output (PoCL aborts on a malformed one and writes files named inside
 //! it), so a binary given back (`clCreateProgramWithBinary`, a restore
@@ -134,9 +136,26 @@ fn key() -> &'static BinaryKey {
     KEY.get_or_init(BinaryKey::random)
 }
 
-/// The driver's `binary` as a guest gets it.
-pub fn seal(binary: &[u8]) -> Vec<u8> {
+/// What a binary is bound to: the device that made it.
+pub fn device_context(
+    platform: cl3::types::cl_platform_id,
+    device: cl3::types::cl_device_id,
+) -> Vec<u8> {
+    let identity = super::profile::device_identity(platform, device);
+    format!("{}\0{identity}", identity.vendor_id).into_bytes()
+}
+
+fn tagger(device: &[u8]) -> Hmac<Sha256> {
     let mut mac = key().mac();
+    // Length first, so no (device, binary) split of the same bytes collides.
+    mac.update(&(device.len() as u64).to_le_bytes());
+    mac.update(device);
+    mac
+}
+
+/// The driver's `binary` for `device` as a guest gets it.
+pub fn seal(device: &[u8], binary: &[u8]) -> Vec<u8> {
+    let mut mac = tagger(device);
     mac.update(binary);
     let tag = mac.finalize().into_bytes();
     let mut out = Vec::with_capacity(SEAL_OVERHEAD + binary.len());
@@ -146,16 +165,16 @@ pub fn seal(binary: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The driver's bytes of a binary a guest gives back, if it was sealed
-/// under this host's key; `CL_INVALID_BINARY` otherwise, as native OpenCL
-/// answers a binary that is not one of the device's.
-pub fn unseal(sealed: &[u8]) -> Result<&[u8], Status> {
+/// The driver's bytes of a binary a guest gives back, if it was sealed for
+/// `device` under this host's key; `CL_INVALID_BINARY` otherwise, as
+/// native OpenCL answers a binary that is not one of the device's.
+pub fn unseal<'a>(device: &[u8], sealed: &'a [u8]) -> Result<&'a [u8], Status> {
     let rest = sealed.strip_prefix(MAGIC).ok_or(Status::INVALID_BINARY)?;
     if rest.len() <= TAG_LEN {
         return Err(Status::INVALID_BINARY);
     }
     let (tag, binary) = rest.split_at(TAG_LEN);
-    let mut mac = key().mac();
+    let mut mac = tagger(device);
     mac.update(binary);
     // Compared in constant time: a guest learns nothing of the right tag.
     mac.verify_slice(tag).map_err(|_| Status::INVALID_BINARY)?;
@@ -167,15 +186,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_sealed_binary_unseals_to_the_driver_bytes() {
-        let sealed = seal(b"driver bytes");
+    fn a_sealed_binary_unseals_to_the_driver_bytes_on_its_device_only() {
+        let sealed = seal(b"gpu", b"driver bytes");
         assert_eq!(sealed.len(), SEAL_OVERHEAD + 12);
-        assert_eq!(unseal(&sealed), Ok(&b"driver bytes"[..]));
+        assert_eq!(unseal(b"gpu", &sealed), Ok(&b"driver bytes"[..]));
+        assert_eq!(unseal(b"cpu", &sealed), Err(Status::INVALID_BINARY));
+        assert_eq!(unseal(b"gpudriver", &seal(b"gpu", b"driver")).ok(), None);
     }
 
     #[test]
     fn forged_truncated_or_bare_binaries_are_invalid() {
-        let sealed = seal(b"driver bytes");
+        let unseal = |sealed: &[u8]| unseal(b"gpu", sealed).map(<[u8]>::to_vec);
+        let sealed = seal(b"gpu", b"driver bytes");
         let mut flipped = sealed.clone();
         *flipped.last_mut().unwrap() ^= 1;
         assert_eq!(unseal(&flipped), Err(Status::INVALID_BINARY));
