@@ -373,24 +373,28 @@ fn a_program_killed_mid_run_leaves_nothing_behind() {
     }
 }
 
-/// `tests/programs/build.c`, compiled once against the stock loader.
+/// `tests/programs/NAME.c`, compiled once against the stock loader.
+fn c_program(p: &Prepared, name: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    let out = p.dir.join(name);
+    if !built.iter().any(|b| b == name) {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/programs/{name}.c"));
+        let compiled = Command::new("cc")
+            .arg("-o")
+            .arg(&out)
+            .arg(source)
+            .args(["-lOpenCL", "-lpthread"])
+            .status()
+            .expect("run cc");
+        assert!(compiled.success(), "compiling {name}.c failed");
+        built.push(name.to_string());
+    }
+    out
+}
+
 fn build_probe(p: &Prepared) -> PathBuf {
-    static PROBE: OnceLock<PathBuf> = OnceLock::new();
-    PROBE
-        .get_or_init(|| {
-            let out = p.dir.join("build-probe");
-            let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/build.c");
-            let compiled = Command::new("cc")
-                .arg("-o")
-                .arg(&out)
-                .arg(source)
-                .arg("-lOpenCL")
-                .status()
-                .expect("run cc");
-            assert!(compiled.success(), "compiling build.c failed");
-            out
-        })
-        .clone()
+    c_program(p, "build")
 }
 
 /// A folder of kernel sources and headers: `main.cl` includes `<val.h>`
@@ -508,4 +512,26 @@ fn compile_with_embedded_headers_builds_and_runs() {
     assert_eq!(probe_field(&out, "compile"), "0", "{out}");
     assert_eq!(probe_field(&out, "link"), "0", "{out}");
     assert_eq!(probe_field(&out, "result"), "42 (0)", "{out}");
+}
+
+#[test]
+fn non_blocking_transfers_gated_by_a_user_event_return_at_once() {
+    let Some(p) = prepared() else { return };
+    let backend = Backend::start(p, "user-event-transfers");
+    let c = backend.command(p, c_program(p, "user_event_transfers"));
+    let output = run(c);
+    let out = text(&output);
+    // A deadlock ends in the program's alarm, without these lines.
+    assert!(output.status.success(), "{out}");
+    assert_eq!(probe_field(&out, "platform"), "vgpu", "{out}");
+    for what in ["read", "write", "map"] {
+        let enqueued = probe_field(&out, &format!("enqueued {what}"));
+        // Status 0, and the user event still unset when the enqueue
+        // returned (it is set 300 ms after the enqueue starts).
+        assert_eq!(enqueued, "0 0", "{what} waited for the user event: {out}");
+        assert!(
+            probe_field(&out, what).starts_with("ok"),
+            "{what} data: {out}"
+        );
+    }
 }

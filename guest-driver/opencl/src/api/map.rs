@@ -18,6 +18,7 @@ use crate::core::memory::Mem;
 use crate::core::object::{Cl, ClResult};
 use crate::core::platform;
 use crate::core::queue::Queue;
+use crate::core::staged::{self, Staged};
 use crate::core::sync;
 use crate::core::transfer::Transfer;
 
@@ -99,14 +100,29 @@ fn enqueue_map_buffer(
             Some(area) => unsafe { std::slice::from_raw_parts_mut(area.as_ptr(), size as usize) },
             None => host_region(&mem, offset, size)?,
         };
-        let transfer = Transfer {
-            queue: queue.handle(),
-            mem: mem.handle(),
-            offset,
-            wait,
-            event: new_event.handle(),
-        };
-        transfer.read(target)?;
+        if staged::must_stage(blocking) {
+            // It may wait for a user event: it must not wait in the
+            // backend. The mapping's memory outlives the read: the
+            // application may unmap only after the map's event completes.
+            let staged = Staged {
+                queue: queue.handle(),
+                context: &queue.context,
+                mem: mem.handle(),
+                offset,
+                wait,
+                event: new_event.handle(),
+            };
+            staged.read(target.as_mut_ptr(), size as usize)?;
+        } else {
+            let transfer = Transfer {
+                queue: queue.handle(),
+                mem: mem.handle(),
+                offset,
+                wait,
+                event: new_event.handle(),
+            };
+            transfer.read(target)?;
+        }
     } else {
         marker(&queue, wait, new_event.handle())?;
     }
@@ -117,9 +133,10 @@ fn enqueue_map_buffer(
         flags,
         area,
     });
-    new_event.publish(&queue);
-    // The map is complete on return, blocking or not.
+    staged::keep(new_event.publish(&queue));
+    // The map is complete on return, blocking or not (unless staged).
     if blocking != CL_FALSE {
+        staged::settle_ready();
         if let Some(status) = sync::take_deferred() {
             return Err(status);
         }
@@ -147,6 +164,9 @@ fn enqueue_unmap_mem_object(
             .ok_or(CL_INVALID_VALUE)?;
         maps.remove(index)
     };
+    if mapping.area.is_some() {
+        staged::forget_target(mapping.ptr);
+    }
     let new_event = NewEvent::new(event, CL_COMMAND_UNMAP_MEM_OBJECT)?;
     if mapping.writes_back() {
         let source: &[u8] = match &mapping.area {

@@ -12,7 +12,12 @@ use crate::core::memory::Mem;
 use crate::core::object::{Cl, ClResult};
 use crate::core::platform;
 use crate::core::queue::Queue;
+use crate::core::staged::{self, Staged};
 use crate::core::sync;
+
+/// Non-blocking writes up to this size travel in the batch (the
+/// transport's limit), so they never wait in the backend.
+const SMALL_WRITE: usize = 64 << 10;
 use crate::core::transfer::Transfer;
 
 status_entry! {
@@ -40,6 +45,10 @@ pub(crate) fn queue_and_mem(queue: cl_command_queue, mem: cl_mem) -> ClResult<Qu
 /// A blocking command is a synchronization point: earlier deferred errors
 /// surface here.
 pub(crate) fn finish_blocking(blocking: cl_bool) -> ClResult<()> {
+    if blocking != CL_FALSE {
+        // Everything before it in an in-order queue is complete.
+        staged::settle_ready();
+    }
     match (blocking != CL_FALSE).then(sync::take_deferred).flatten() {
         Some(status) => Err(status),
         None => Ok(()),
@@ -70,6 +79,21 @@ fn enqueue_read_buffer(
         return Err(CL_INVALID_OPERATION);
     }
     let new_event = NewEvent::new(event, CL_COMMAND_READ_BUFFER)?;
+    let target = bytes_mut(ptr, size)?;
+    if staged::must_stage(blocking) {
+        // It may wait for a user event: it must not wait in the backend.
+        let staged = Staged {
+            queue: queue.handle(),
+            context: &queue.context,
+            mem: mem.handle(),
+            offset: offset as u64,
+            wait,
+            event: new_event.handle(),
+        };
+        staged.read(target.as_mut_ptr(), size)?;
+        staged::keep(new_event.publish(&queue));
+        return Ok(());
+    }
     let transfer = Transfer {
         queue: queue.handle(),
         mem: mem.handle(),
@@ -79,7 +103,7 @@ fn enqueue_read_buffer(
     };
     // Non-blocking reads complete early too (allowed: the data is simply
     // there sooner).
-    transfer.read(bytes_mut(ptr, size)?)?;
+    transfer.read(target)?;
     new_event.publish(&queue);
     finish_blocking(blocking)
 }
@@ -108,6 +132,21 @@ fn enqueue_write_buffer(
         return Err(CL_INVALID_OPERATION);
     }
     let new_event = NewEvent::new(event, CL_COMMAND_WRITE_BUFFER)?;
+    if staged::must_stage(blocking) && size > SMALL_WRITE {
+        // A large write is sent at once and would wait in the backend for
+        // a user event: it goes through a staging buffer.
+        let staged = Staged {
+            queue: queue.handle(),
+            context: &queue.context,
+            mem: mem.handle(),
+            offset: offset as u64,
+            wait,
+            event: new_event.handle(),
+        };
+        staged.write(bytes(ptr, size)?)?;
+        new_event.publish(&queue);
+        return Ok(());
+    }
     let transfer = Transfer {
         queue: queue.handle(),
         mem: mem.handle(),

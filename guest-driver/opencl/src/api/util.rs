@@ -201,10 +201,12 @@ impl NewEvent {
     }
 
     /// Creates the event object and hands it to the application.
-    pub fn publish(self, queue: &Arc<Cl<Queue>>) {
-        if self.handle != 0 {
-            let event = Cl::publish(self.handle, Event::of_command(queue, self.command_type));
-            write(self.out, event.as_ptr());
+    pub fn publish(self, queue: &Arc<Cl<Queue>>) -> Option<Arc<Cl<Event>>> {
+        if self.handle == 0 {
+            return None;
         }
+        let event = Cl::publish(self.handle, Event::of_command(queue, self.command_type));
+        write(self.out, event.as_ptr());
+        Some(event)
     }
 }

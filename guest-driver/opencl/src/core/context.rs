@@ -35,6 +35,7 @@ impl Context {
     }
 
     fn destroyed(&self, ptr: *mut c_void) {
+        crate::core::staged::context_destroyed(ptr as usize);
         self.destructors.run(ptr);
     }
 }

@@ -110,6 +110,8 @@ impl Cl<Event> {
             Err(e) => return Err(e),
         };
         if status <= CL_COMPLETE {
+            // A staged read's data is in place before anyone hears of it.
+            crate::core::staged::settle_event(self.handle());
             self.state().settled = Some(status);
         }
         Ok(status)

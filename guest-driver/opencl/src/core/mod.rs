@@ -16,6 +16,7 @@ pub mod platform;
 pub mod program;
 pub mod queue;
 pub mod rect;
+pub mod staged;
 pub mod sync;
 pub mod transfer;
 pub mod watcher;

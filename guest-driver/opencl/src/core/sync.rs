@@ -14,6 +14,7 @@ use crate::core::info;
 use crate::core::object::{Cl, ClResult};
 use crate::core::platform;
 use crate::core::queue::Queue;
+use crate::core::staged;
 use crate::core::watcher;
 
 /// The last deferred error reported to the application: the status of
@@ -74,6 +75,7 @@ pub fn wait(events: &[Arc<Cl<Event>>]) -> ClResult<()> {
         }
     };
     let result = with_deferred(result);
+    staged::settle_ready();
     watcher::poll();
     result
 }
@@ -150,6 +152,9 @@ pub fn finish(queue: &Cl<Queue>) -> ClResult<()> {
             .map_err(|s| s.0)
     };
     let result = with_deferred(result);
+    if result.is_ok() {
+        staged::settle_queue(queue.handle());
+    }
     watcher::poll();
     result
 }

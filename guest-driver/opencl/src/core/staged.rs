@@ -1,0 +1,327 @@
+//! Non-blocking reads, maps and large writes while a user event is unset.
+//!
+//! A read moves its data inside the call that carries it, so the backend
+//! runs it to completion: a read waiting for a user event that another
+//! thread sets later would hold the session, and the program, forever.
+//! While a user event is unset, a non-blocking transfer is therefore split:
+//!
+//! - read (and map): the queue copies the region into a staging buffer of
+//!   the backend (batched, in queue order, with the application's wait list
+//!   and event); once that copy's event is complete, the staging buffer is
+//!   read into the application's memory through a queue of this library's
+//!   own. The application learns of completion only through this library
+//!   (event status, waits, `clFinish`, callbacks, later blocking calls),
+//!   and each of those first finishes the reads whose copy is done, so the
+//!   data is there whenever the application may look.
+//! - write: the data goes to a staging buffer at once (that never waits),
+//!   then the queue copies it into the buffer (batched).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use opencl_sys::*;
+use vgpu_protocol::messages::{CreateBuffer, CreateQueue, EnqueueCopyBuffer, InitBuffer, Release};
+use vgpu_protocol::{DataRef, InfoTarget, ObjectKind, Request};
+
+use crate::core::context::Context;
+use crate::core::event::{self, Event};
+use crate::core::info;
+use crate::core::object::{Cl, ClResult, RawPtr};
+use crate::core::platform;
+use crate::core::transfer::Transfer;
+
+/// A read whose data still waits in a staging buffer.
+struct Pending {
+    queue: u64,
+    context: Arc<Cl<Context>>,
+    /// The copy's event: the application's, or one of this library's.
+    event: u64,
+    internal_event: bool,
+    /// Keeps the application's event (and so its backend handle) alive.
+    keep: Option<Arc<Cl<Event>>>,
+    staging: u64,
+    target: RawPtr,
+    len: usize,
+}
+
+static PENDING: Mutex<Vec<Pending>> = Mutex::new(Vec::new());
+static COUNT: AtomicUsize = AtomicUsize::new(0);
+/// Held while a pending read is finished, so that a second thread asking
+/// about the same event waits until the data is there.
+static SETTLING: Mutex<()> = Mutex::new(());
+/// This library's queue per context (by the context object's address).
+static SIDE_QUEUES: Mutex<Option<HashMap<usize, u64>>> = Mutex::new(None);
+
+fn pending() -> MutexGuard<'static, Vec<Pending>> {
+    // Entries are pushed and removed whole.
+    PENDING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether a non-blocking transfer must not wait in the backend now.
+pub fn must_stage(blocking: cl_bool) -> bool {
+    blocking == CL_FALSE && event::unset_user_events()
+}
+
+fn release(kind: ObjectKind, handle: u64) -> ClResult<()> {
+    let release = Release {
+        kind: kind as u32,
+        handle,
+    };
+    platform::client()?.defer(release.into()).map_err(|s| s.0)
+}
+
+/// The queue of `context` this library reads staging buffers through.
+fn side_queue(context: &Arc<Cl<Context>>) -> ClResult<u64> {
+    let mut queues = SIDE_QUEUES.lock().unwrap_or_else(|e| e.into_inner());
+    let queues = queues.get_or_insert_with(HashMap::new);
+    let key = Arc::as_ptr(context) as usize;
+    if let Some(&queue) = queues.get(&key) {
+        return Ok(queue);
+    }
+    let client = platform::client()?;
+    let queue = client.new_handle();
+    let create = CreateQueue {
+        queue,
+        context: context.handle(),
+        properties: Vec::new(),
+    };
+    client.defer(create.into()).map_err(|s| s.0)?;
+    queues.insert(key, queue);
+    Ok(queue)
+}
+
+/// A context is going: its queue goes first.
+pub fn context_destroyed(ptr: usize) {
+    let queue = SIDE_QUEUES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_mut()
+        .and_then(|q| q.remove(&ptr));
+    if let Some(queue) = queue {
+        let _ = release(ObjectKind::Queue, queue);
+    }
+}
+
+/// The parts of a staged transfer.
+pub struct Staged<'a> {
+    pub queue: u64,
+    pub context: &'a Arc<Cl<Context>>,
+    pub mem: u64,
+    pub offset: u64,
+    pub wait: Vec<u64>,
+    /// The application's event handle (0: none).
+    pub event: u64,
+}
+
+impl Staged<'_> {
+    fn staging_buffer(&self, len: usize, init: Option<&[u8]>) -> ClResult<u64> {
+        let client = platform::client()?;
+        let staging = client.new_handle();
+        let context = self.context.handle();
+        match init {
+            None => {
+                let create = CreateBuffer {
+                    mem: staging,
+                    context,
+                    flags: CL_MEM_READ_WRITE,
+                    size: len as u64,
+                    init: DataRef::NONE,
+                };
+                client.defer(create.into()).map_err(|s| s.0)?;
+            }
+            Some(data) => client
+                .defer_with_out(data, |chunk, start| -> Request {
+                    if start == 0 {
+                        CreateBuffer {
+                            mem: staging,
+                            context,
+                            flags: CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                            size: len as u64,
+                            init: chunk,
+                        }
+                        .into()
+                    } else {
+                        InitBuffer {
+                            mem: staging,
+                            offset: start,
+                            data: chunk,
+                        }
+                        .into()
+                    }
+                })
+                .map_err(|s| s.0)?,
+        }
+        Ok(staging)
+    }
+
+    /// Starts a read of `len` bytes into `target`, which must stay valid
+    /// until the read's event completes (as OpenCL asks of the
+    /// application). Call [`keep`] with the application's event after
+    /// publishing it.
+    pub fn read(self, target: *mut u8, len: usize) -> ClResult<()> {
+        let client = platform::client()?;
+        let staging = self.staging_buffer(len, None)?;
+        let (event, internal_event) = match self.event {
+            0 => (client.new_handle(), true),
+            event => (event, false),
+        };
+        let copy = EnqueueCopyBuffer {
+            queue: self.queue,
+            src: self.mem,
+            dst: staging,
+            src_offset: self.offset,
+            dst_offset: 0,
+            size: len as u64,
+            wait: self.wait,
+            event,
+        };
+        client.defer(copy.into()).map_err(|s| s.0)?;
+        pending().push(Pending {
+            queue: self.queue,
+            context: self.context.clone(),
+            event,
+            internal_event,
+            keep: None,
+            staging,
+            target: RawPtr::new(target),
+            len,
+        });
+        COUNT.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Writes `data`: copied to a staging buffer now, into the buffer in
+    /// queue order.
+    pub fn write(self, data: &[u8]) -> ClResult<()> {
+        let staging = self.staging_buffer(data.len(), Some(data))?;
+        let copy = EnqueueCopyBuffer {
+            queue: self.queue,
+            src: staging,
+            dst: self.mem,
+            src_offset: 0,
+            dst_offset: self.offset,
+            size: data.len() as u64,
+            wait: self.wait,
+            event: self.event,
+        };
+        platform::client()?.defer(copy.into()).map_err(|s| s.0)?;
+        // The enqueued copy holds the staging buffer until it ran.
+        release(ObjectKind::Mem, staging)
+    }
+}
+
+/// Hands a pending read the application's event object, so that it stays
+/// alive (and known to the backend) until the data is there.
+pub fn keep(event: Option<Arc<Cl<Event>>>) {
+    if let Some(event) = event {
+        let handle = event.handle();
+        if let Some(p) = pending().iter_mut().find(|p| p.event == handle) {
+            p.keep = Some(event);
+        }
+    }
+}
+
+/// A mapping's memory is going (unmapped before its map completed): a
+/// staged read into it is dropped, not finished.
+pub fn forget_target(target: usize) {
+    if COUNT.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    let _settling = SETTLING.lock().unwrap_or_else(|e| e.into_inner());
+    for p in take(|p| p.target.0 == target) {
+        let _ = release(ObjectKind::Mem, p.staging);
+        if p.internal_event {
+            let _ = release(ObjectKind::Event, p.event);
+        }
+        COUNT.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Moves a pending read's data into place; its copy is complete or failed.
+fn finish(p: Pending) {
+    let Pending {
+        context,
+        event,
+        internal_event,
+        keep,
+        staging,
+        target,
+        len,
+        ..
+    } = p;
+    let moved = side_queue(&context).and_then(|queue| {
+        // SAFETY: the application keeps the target valid until the read's
+        // event completes, which it cannot have seen yet: it learns of it
+        // only after this returns.
+        let target = unsafe { std::slice::from_raw_parts_mut(target.get() as *mut u8, len) };
+        let transfer = Transfer {
+            queue,
+            mem: staging,
+            offset: 0,
+            wait: vec![event],
+            event: 0,
+        };
+        transfer.read(target)
+    });
+    if let Err(status) = moved {
+        // A failed copy fails the wait list: the event says so already.
+        log::debug!("staged read of event {event} not moved: {status}");
+    }
+    let _ = release(ObjectKind::Mem, staging);
+    if internal_event {
+        let _ = release(ObjectKind::Event, event);
+    }
+    drop(keep);
+    COUNT.fetch_sub(1, Ordering::AcqRel);
+}
+
+fn take(which: impl Fn(&Pending) -> bool) -> Vec<Pending> {
+    let mut pending = pending();
+    let (taken, rest): (Vec<_>, Vec<_>) = pending.drain(..).partition(|p| which(p));
+    *pending = rest;
+    taken
+}
+
+fn settle(which: impl Fn(&Pending) -> bool) {
+    if COUNT.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    let _settling = SETTLING.lock().unwrap_or_else(|e| e.into_inner());
+    for p in take(which) {
+        finish(p);
+    }
+}
+
+/// Event `handle` is complete (or failed): its read, if any, finishes now.
+pub fn settle_event(handle: u64) {
+    settle(|p| p.event == handle);
+}
+
+/// Everything enqueued on `queue` is complete (after `clFinish`).
+pub fn settle_queue(queue: u64) {
+    settle(|p| p.queue == queue);
+}
+
+/// Finishes every pending read whose copy is done (after a blocking call,
+/// a wait).
+pub fn settle_ready() {
+    if COUNT.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    let events: Vec<u64> = pending().iter().map(|p| p.event).collect();
+    for event in events {
+        let done = info::remote(
+            InfoTarget::Event,
+            event,
+            0,
+            CL_EVENT_COMMAND_EXECUTION_STATUS,
+        )
+        .map_or(true, |bytes| {
+            info::le_number(&bytes) as u32 as cl_int <= CL_COMPLETE
+        });
+        if done {
+            settle_event(event);
+        }
+    }
+}
