@@ -17,17 +17,17 @@ use crate::chain::{GuestIo, Segment};
 const MAX_DIRECT_PIECES: usize = 8;
 
 /// Host events a command waits on; the entries keep them alive meanwhile.
-struct WaitList {
+pub(super) struct WaitList {
     _held: Vec<Arc<EventEntry>>,
     raw: Vec<cl_event>,
 }
 
 impl WaitList {
-    fn len(&self) -> u32 {
+    pub(super) fn len(&self) -> u32 {
         self.raw.len() as u32
     }
 
-    fn ptr(&self) -> *const cl_event {
+    pub(super) fn ptr(&self) -> *const cl_event {
         if self.raw.is_empty() {
             std::ptr::null()
         } else {
@@ -75,15 +75,15 @@ pub(super) fn rect_extent(
 }
 
 impl OpenClSession {
-    fn queue(&self, handle: u64) -> Result<Arc<QueueEntry>, Status> {
+    pub(super) fn queue(&self, handle: u64) -> Result<Arc<QueueEntry>, Status> {
         self.queues.get(handle).cloned()
     }
 
-    fn mem(&self, handle: u64) -> Result<Arc<HostMem>, Status> {
+    pub(super) fn mem(&self, handle: u64) -> Result<Arc<HostMem>, Status> {
         self.mems.get(handle).cloned()
     }
 
-    fn wait_list(&self, handles: &[u64]) -> Result<WaitList, Status> {
+    pub(super) fn wait_list(&self, handles: &[u64]) -> Result<WaitList, Status> {
         let held = self
             .events
             .get_all(handles, Status::INVALID_EVENT_WAIT_LIST)?;
@@ -113,7 +113,12 @@ impl OpenClSession {
     }
 
     /// Gives the command's host event the guest's handle, or drops it.
-    fn keep_event(&mut self, queue: &QueueEntry, handle: u64, raw: cl_event) -> Result<(), Status> {
+    pub(super) fn keep_event(
+        &mut self,
+        queue: &QueueEntry,
+        handle: u64,
+        raw: cl_event,
+    ) -> Result<(), Status> {
         self.bound_depth(queue, raw);
         let event = HostEvent(raw);
         if handle != 0 {

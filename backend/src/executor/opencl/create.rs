@@ -156,6 +156,7 @@ impl OpenClSession {
             context,
             parent: None,
             charge: std::sync::Mutex::new(charge),
+            image: None,
         })
     }
 
@@ -231,6 +232,7 @@ impl OpenClSession {
             context: parent.context.clone(),
             parent: Some((parent, origin)),
             charge: std::sync::Mutex::new(None),
+            image: None,
         })
     }
 
@@ -486,6 +488,12 @@ impl OpenClSession {
                     mem_size,
                     &mem.raw as *const cl_mem as *const _,
                 ),
+                ArgRecord::Sampler(sampler) => cl3::kernel::set_kernel_arg(
+                    kernel.raw,
+                    index,
+                    std::mem::size_of::<cl3::types::cl_sampler>(),
+                    &sampler.raw as *const cl3::types::cl_sampler as *const _,
+                ),
                 ArgRecord::NullMem => cl3::kernel::set_kernel_arg(
                     kernel.raw,
                     index,
@@ -519,7 +527,7 @@ impl OpenClSession {
             ArgKind::Mem => ArgRecord::Mem(self.mems.get(m.handle)?.clone()),
             ArgKind::NullMem => ArgRecord::NullMem,
             ArgKind::Local => ArgRecord::Local(m.size),
-            ArgKind::Sampler => return Err(Status::INVALID_SAMPLER),
+            ArgKind::Sampler => ArgRecord::Sampler(self.samplers.get(m.handle)?.clone()),
         };
         Self::apply_arg(&kernel, m.index, arg)
     }

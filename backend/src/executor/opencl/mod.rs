@@ -5,6 +5,7 @@ mod args;
 mod commands;
 mod create;
 mod guard;
+mod image;
 mod info;
 mod objects;
 mod pragma;

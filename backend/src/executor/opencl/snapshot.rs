@@ -187,6 +187,13 @@ impl OpenClSession {
         let mut programs = Ids::<ProgramEntry>::new();
         let mut kernels = Ids::<HostKernel>::new();
         let mut events = Ids::<EventEntry>::new();
+        let mut samplers = Ids::<super::image::HostSampler>::new();
+        if self.mems.values().any(|m| m.image.is_some()) {
+            return Err(SnapshotError::Unsupported("an image"));
+        }
+        for (h, o, r) in self.samplers.entries() {
+            samplers.guest(h, o, r);
+        }
         for (h, o, r) in self.contexts.entries() {
             contexts.guest(h, o, r);
         }
@@ -228,6 +235,7 @@ impl OpenClSession {
                     ArgRecord::Mem(mem) => m::KernelArg::Buffer(mems.id(mem)),
                     ArgRecord::Local(size) => m::KernelArg::Local(*size),
                     ArgRecord::NullMem => m::KernelArg::NullBuffer,
+                    ArgRecord::Sampler(s) => m::KernelArg::Sampler(samplers.id(s)),
                 })
                 .collect();
             state.kernels.push(m::KernelState {
@@ -283,6 +291,14 @@ impl OpenClSession {
                 guest,
                 context: contexts.id(&queue.context),
                 properties: queue.properties.clone(),
+            });
+        }
+        for (sid, sampler, guest) in samplers.order.clone() {
+            state.samplers.push(m::SamplerState {
+                id: sid,
+                guest,
+                context: contexts.id(&sampler.context),
+                properties: sampler.properties.clone(),
             });
         }
         for (eid, event, guest) in events.order.clone() {
@@ -383,6 +399,14 @@ impl OpenClSession {
             mems.insert(b.id, Arc::new(mem));
         }
 
+        let mut samplers: HashMap<u64, Arc<super::image::HostSampler>> = HashMap::new();
+        for s in &saved.samplers {
+            let sampler = self
+                .new_sampler(context(s.context)?, &s.properties)
+                .map_err(fail("sampler", s.id))?;
+            samplers.insert(s.id, Arc::new(sampler));
+        }
+
         let mut programs: HashMap<u64, Arc<ProgramEntry>> = HashMap::new();
         for p in &saved.programs {
             let program = self
@@ -415,12 +439,12 @@ impl OpenClSession {
                     }
                     m::KernelArg::NullBuffer => ArgRecord::NullMem,
                     m::KernelArg::Local(size) => ArgRecord::Local(*size),
-                    m::KernelArg::Sampler(id) => {
-                        return Err(SnapshotError::Dangling {
+                    m::KernelArg::Sampler(id) => ArgRecord::Sampler(
+                        samplers.get(id).cloned().ok_or(SnapshotError::Dangling {
                             what: "sampler",
                             id: *id,
-                        })
-                    }
+                        })?,
+                    ),
                 };
                 Self::apply_arg(&kernel, index as u32, arg)
                     .map_err(fail("kernel argument", k.id))?;
@@ -486,6 +510,7 @@ impl OpenClSession {
         publish!(saved.kernels, kernels, self.kernels);
         publish!(saved.queues, queues, self.queues);
         publish!(saved.events, events, self.events);
+        publish!(saved.samplers, samplers, self.samplers);
         for (_, event, _) in self.events.entries() {
             if event
                 .user

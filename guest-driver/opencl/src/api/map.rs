@@ -33,7 +33,7 @@ const MAP_FLAGS: cl_map_flags = CL_MAP_READ | CL_MAP_WRITE | CL_MAP_WRITE_INVALI
 
 /// An event for a command done without a device command of its own: a
 /// marker after the wait list.
-fn marker(queue: &Arc<Cl<Queue>>, wait: Vec<u64>, event: u64) -> ClResult<()> {
+pub(crate) fn marker(queue: &Arc<Cl<Queue>>, wait: Vec<u64>, event: u64) -> ClResult<()> {
     if event == 0 && wait.is_empty() {
         return Ok(());
     }
@@ -116,6 +116,7 @@ fn enqueue_map_buffer(
         size,
         flags,
         area,
+        image: None,
     });
     new_event.publish(&queue);
     // The map is complete on return, blocking or not.
@@ -148,6 +149,9 @@ fn enqueue_unmap_mem_object(
         maps.remove(index)
     };
     let new_event = NewEvent::new(event, CL_COMMAND_UNMAP_MEM_OBJECT)?;
+    if let Some(image) = &mapping.image {
+        return crate::api::image::unmap_image(&queue, &mem, &mapping, image, wait, new_event);
+    }
     if mapping.writes_back() {
         let source: &[u8] = match &mapping.area {
             // SAFETY: the area holds `size` bytes and stays alive (owned by

@@ -27,6 +27,8 @@ pub struct Mem {
     pub origin: u64,
     maps: Mutex<Vec<Mapping>>,
     pub destructors: Destructors,
+    /// Set for images.
+    pub image: Option<Box<crate::core::image::ImageDesc>>,
 }
 
 kind!(
@@ -109,6 +111,15 @@ impl Mem {
             origin,
             maps: Mutex::new(Vec::new()),
             destructors: Destructors::default(),
+            image: None,
+        }
+    }
+
+    /// The same object as an image.
+    pub fn with_image(self, image: crate::core::image::ImageDesc) -> Mem {
+        Mem {
+            image: Some(Box::new(image)),
+            ..self
         }
     }
 
