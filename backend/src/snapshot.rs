@@ -102,10 +102,12 @@ fn save_session(id: u64, exec: &mut ExecSessions, last_seq: u64) -> Result<Saved
     };
     let mut opencl_buffers = Vec::new();
     let mut cuda_buffers = Vec::new();
+    let mut images = Vec::new();
     let mut drain = Duration::ZERO;
     for part in exec.sessions.iter_mut().filter(|s| !s.is_empty()) {
         let part = part.save(id)?;
         drain += part.drain;
+        let part_images = part.state.images().to_vec();
         let mut s = part.state.latest();
         let cuda = s.cuda.take();
         match (s.has_opencl(), cuda) {
@@ -121,6 +123,7 @@ fn save_session(id: u64, exec: &mut ExecSessions, last_seq: u64) -> Result<Saved
                 s.cuda = state.cuda.take();
                 state = s;
                 opencl_buffers = part.buffers;
+                images = part_images;
             }
             (false, Some(_)) if state.cuda.is_some() => {
                 return Err(SnapshotError::Unsupported("a session on two CUDA devices").into())
@@ -140,6 +143,7 @@ fn save_session(id: u64, exec: &mut ExecSessions, last_seq: u64) -> Result<Saved
             .iter()
             .filter(|b| b.parent.is_none())
             .map(|b| b.id)
+            .chain(images.iter().map(|i| i.id))
             .collect();
         let mut used: HashSet<u64> = opencl.clone();
         used.extend(cuda.allocations.iter().map(|a| a.id));
@@ -164,12 +168,24 @@ fn save_session(id: u64, exec: &mut ExecSessions, last_seq: u64) -> Result<Saved
         }
     }
     opencl_buffers.extend(cuda_buffers);
-    Ok(SavedSession {
-        state: m::SessionStateV3 {
+    // Version 4 only where there are images, so other states stay readable
+    // by builds that know version 3.
+    let state = if images.is_empty() {
+        m::SessionStateV3 {
             objects: state,
             last_seq,
         }
-        .into(),
+        .into()
+    } else {
+        m::SessionStateV4 {
+            objects: state,
+            last_seq,
+            images,
+        }
+        .into()
+    };
+    Ok(SavedSession {
+        state,
         buffers: opencl_buffers,
         drain,
     })
@@ -197,15 +213,27 @@ fn rebuild_session(
         sinks: HashMap::new(),
     };
     let (opencl, cuda) = match session {
-        m::SessionState::V1(s) => (Some(std::borrow::Cow::Borrowed(s)), None),
+        m::SessionState::V1(s) => (Some(m::SessionState::V1(s.clone())), None),
         m::SessionState::V2(s) | m::SessionState::V3(m::SessionStateV3 { objects: s, .. }) => (
-            s.has_opencl().then(|| std::borrow::Cow::Owned(s.opencl())),
+            s.has_opencl().then(|| m::SessionState::V1(s.opencl())),
             s.cuda.is_some().then(|| s.cuda_only()),
         ),
+        m::SessionState::V4(v4) => {
+            let s = &v4.objects;
+            let opencl = m::SessionStateV4 {
+                objects: s.opencl().into(),
+                last_seq: v4.last_seq,
+                images: v4.images.clone(),
+            };
+            (
+                (s.has_opencl() || !v4.images.is_empty()).then(|| opencl.into()),
+                s.cuda.is_some().then(|| s.cuda_only()),
+            )
+        }
     };
     if let Some(opencl) = opencl {
         let i = opencl_index(executors).ok_or(Error::NoOpenCl)?;
-        let restored = executors[i].restore_session(&m::SessionState::V1(opencl.into_owned()))?;
+        let restored = executors[i].restore_session(&opencl)?;
         rebuilt.sinks.extend(restored.sinks);
         rebuilt.parts.push((i, restored.session));
     }

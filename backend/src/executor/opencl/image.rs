@@ -43,6 +43,130 @@ impl ImageRecord {
     }
 }
 
+/// An image's record in a saved state.
+pub(super) fn save_image(
+    id: u64,
+    guest: Option<vgpu_migration::GuestRef>,
+    context: u64,
+    mem: &HostMem,
+    image: &ImageRecord,
+    buffer: Option<u64>,
+) -> vgpu_migration::ImageState {
+    vgpu_migration::ImageState {
+        id,
+        guest,
+        context,
+        flags: mem.flags,
+        channel_order: image.channel_order,
+        channel_type: image.channel_type,
+        image_type: image.image_type,
+        width: image.dims[0],
+        height: image.dims[1],
+        depth: image.dims[2],
+        array_size: image.array_size,
+        element_size: image.elem,
+        size: mem.size,
+        buffer,
+    }
+}
+
+/// What `new_image` takes to rebuild a saved image. The pixel size is
+/// computed again from the format, never taken from the state.
+pub(super) fn restore_record(
+    state: &vgpu_migration::ImageState,
+    buffer: Option<Arc<HostMem>>,
+) -> ImageRecord {
+    ImageRecord {
+        channel_order: state.channel_order,
+        channel_type: state.channel_type,
+        image_type: state.image_type,
+        dims: [state.width, state.height, state.depth],
+        array_size: state.array_size,
+        elem: img::element_size(state.channel_order, state.channel_type).unwrap_or(0),
+        buffer,
+    }
+}
+
+/// An image's packed contents for a snapshot: read whole on the first
+/// read (stream chunks need not fall on pixel boundaries), written whole
+/// once every byte has arrived.
+pub(super) struct ImageContents {
+    mem: Arc<HostMem>,
+    queue: Arc<super::objects::QueueEntry>,
+    staged: Vec<u8>,
+    /// Bytes received so far (restore).
+    filled: u64,
+}
+
+impl ImageContents {
+    pub(super) fn new(mem: Arc<HostMem>, queue: Arc<super::objects::QueueEntry>) -> Self {
+        ImageContents {
+            mem,
+            queue,
+            staged: Vec::new(),
+            filled: 0,
+        }
+    }
+
+    /// Moves the whole image between the device and `staged`.
+    fn transfer(&mut self, to_device: bool) -> Result<(), Status> {
+        let image = image_of(&self.mem)?;
+        let region = image.extent();
+        let event = OpenClSession::image_transfer(
+            self.queue.queue.0,
+            &self.mem,
+            &[0; 3],
+            &region,
+            self.staged.as_mut_ptr(),
+            (0, std::ptr::null()),
+            to_device,
+        )?;
+        drop(HostEvent(event));
+        Ok(())
+    }
+
+    /// `[offset, offset + len)` inside the image, as a range of `staged`.
+    fn range(&self, offset: u64, len: usize) -> Result<std::ops::Range<usize>, Status> {
+        let start = to_usize(offset)?;
+        match start.checked_add(len) {
+            Some(end) if end as u64 <= self.mem.size => Ok(start..end),
+            _ => Err(Status::INVALID_VALUE),
+        }
+    }
+}
+
+impl crate::executor::BufferSource for ImageContents {
+    fn size(&self) -> u64 {
+        self.mem.size
+    }
+
+    fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), Status> {
+        let range = self.range(offset, buf.len())?;
+        if self.staged.is_empty() {
+            self.staged = vec![0; to_usize(self.mem.size)?];
+            self.transfer(false)?;
+        }
+        buf.copy_from_slice(&self.staged[range]);
+        Ok(())
+    }
+}
+
+impl crate::executor::BufferSink for ImageContents {
+    fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), Status> {
+        let range = self.range(offset, data.len())?;
+        if self.staged.is_empty() {
+            self.staged = vec![0; to_usize(self.mem.size)?];
+        }
+        self.staged[range].copy_from_slice(data);
+        self.filled += data.len() as u64;
+        if self.filled >= self.mem.size {
+            self.transfer(true)?;
+            self.staged = Vec::new();
+        }
+        Ok(())
+    }
+}
+
 /// A host sampler and the properties it was made with.
 #[derive(Debug)]
 pub struct HostSampler {
@@ -138,6 +262,9 @@ impl OpenClSession {
     ) -> Result<HostMem, Status> {
         use cl3::memory::{CL_MEM_ALLOC_HOST_PTR, CL_MEM_COPY_HOST_PTR, CL_MEM_USE_HOST_PTR};
         img::dimensions(record.image_type).ok_or(Status::INVALID_VALUE)?;
+        if record.elem == 0 {
+            return Err(Status::INVALID_IMAGE_FORMAT_DESCRIPTOR);
+        }
         let size = record.packed_size().ok_or(Status::INVALID_IMAGE_SIZE)?;
         let buffer_raw = match &record.buffer {
             Some(buffer) if buffer.image.is_none() => buffer.raw,
