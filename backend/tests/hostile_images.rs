@@ -195,6 +195,60 @@ fn hostile_image_messages_are_refused_and_the_session_goes_on() {
             Status::INVALID_MEM_OBJECT,
         ),
         (
+            "image read as a buffer",
+            EnqueueReadBuffer {
+                queue: 2,
+                mem: 10,
+                offset: 0,
+                data: DataRef { offset: 0, len: 64 },
+                wait: vec![],
+                event: 0,
+            }
+            .into(),
+            Status::INVALID_MEM_OBJECT,
+        ),
+        (
+            "image filled as a buffer",
+            EnqueueFillBuffer {
+                queue: 2,
+                mem: 10,
+                pattern: vec![0; 4],
+                offset: 0,
+                size: 64,
+                wait: vec![],
+                event: 0,
+            }
+            .into(),
+            Status::INVALID_MEM_OBJECT,
+        ),
+        (
+            "image copied as a buffer",
+            EnqueueCopyBuffer {
+                queue: 2,
+                src: 10,
+                dst: 11,
+                src_offset: 0,
+                dst_offset: 0,
+                size: 64,
+                wait: vec![],
+                event: 0,
+            }
+            .into(),
+            Status::INVALID_MEM_OBJECT,
+        ),
+        (
+            "sub-buffer of an image",
+            CreateSubBuffer {
+                mem: 25,
+                parent: 10,
+                flags: 1,
+                origin: 0,
+                size: 64,
+            }
+            .into(),
+            Status::INVALID_MEM_OBJECT,
+        ),
+        (
             "sampler with an unknown property",
             CreateSampler {
                 sampler: 24,

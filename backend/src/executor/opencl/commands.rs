@@ -83,6 +83,16 @@ impl OpenClSession {
         self.mems.get(handle).cloned()
     }
 
+    /// A memory object that is no image: buffer commands never reach an
+    /// image's storage (PoCL would run them).
+    fn buffer(&self, handle: u64) -> Result<Arc<HostMem>, Status> {
+        let mem = self.mem(handle)?;
+        match mem.image {
+            Some(_) => Err(Status::INVALID_MEM_OBJECT),
+            None => Ok(mem),
+        }
+    }
+
     pub(super) fn wait_list(&self, handles: &[u64]) -> Result<WaitList, Status> {
         let held = self
             .events
@@ -283,7 +293,7 @@ impl OpenClSession {
     }
 
     pub(super) fn init_buffer(&mut self, m: &InitBuffer, io: &mut GuestIo) -> Result<(), Status> {
-        let mem = self.mem(m.mem)?;
+        let mem = self.buffer(m.mem)?;
         Self::check_range(&mem, m.offset, m.data.len)?;
         let queue = self.internal_queue(&mem.context)?;
         let pieces = io.out_slices(m.data)?;
@@ -302,7 +312,7 @@ impl OpenClSession {
         io: &mut GuestIo,
     ) -> Result<(), Status> {
         let queue = self.queue(m.queue)?;
-        let mem = self.mem(m.mem)?;
+        let mem = self.buffer(m.mem)?;
         Self::check_range(&mem, m.offset, m.data.len)?;
         let wait = self.wait_list(&m.wait)?;
         let pieces = io.out_slices(m.data)?;
@@ -316,7 +326,7 @@ impl OpenClSession {
         io: &mut GuestIo,
     ) -> Result<(), Status> {
         let queue = self.queue(m.queue)?;
-        let mem = self.mem(m.mem)?;
+        let mem = self.buffer(m.mem)?;
         Self::check_range(&mem, m.offset, m.data.len)?;
         let wait = self.wait_list(&m.wait)?;
         let pieces = io.in_slices(m.data)?;
@@ -349,7 +359,7 @@ impl OpenClSession {
         io: &mut GuestIo,
     ) -> Result<(), Status> {
         let queue = self.queue(m.queue)?;
-        let mem = self.mem(m.mem)?;
+        let mem = self.buffer(m.mem)?;
         let needed = rect_extent(
             &m.host_origin,
             &m.region,
@@ -392,7 +402,7 @@ impl OpenClSession {
         io: &mut GuestIo,
     ) -> Result<(), Status> {
         let queue = self.queue(m.queue)?;
-        let mem = self.mem(m.mem)?;
+        let mem = self.buffer(m.mem)?;
         let needed = rect_extent(
             &m.host_origin,
             &m.region,
@@ -440,7 +450,7 @@ impl OpenClSession {
 
     pub(super) fn copy_buffer(&mut self, m: &EnqueueCopyBuffer) -> Result<(), Status> {
         let queue = self.queue(m.queue)?;
-        let (src, dst) = (self.mem(m.src)?, self.mem(m.dst)?);
+        let (src, dst) = (self.buffer(m.src)?, self.buffer(m.dst)?);
         let wait = self.wait_list(&m.wait)?;
         // SAFETY: live objects; OpenCL checks the ranges against the buffers.
         let event = unsafe {
@@ -461,7 +471,7 @@ impl OpenClSession {
 
     pub(super) fn fill_buffer(&mut self, m: &EnqueueFillBuffer) -> Result<(), Status> {
         let queue = self.queue(m.queue)?;
-        let mem = self.mem(m.mem)?;
+        let mem = self.buffer(m.mem)?;
         let wait = self.wait_list(&m.wait)?;
         if m.pattern.is_empty() {
             return Err(Status::INVALID_VALUE);
@@ -485,7 +495,7 @@ impl OpenClSession {
 
     pub(super) fn copy_buffer_rect(&mut self, m: &EnqueueCopyBufferRect) -> Result<(), Status> {
         let queue = self.queue(m.queue)?;
-        let (src, dst) = (self.mem(m.src)?, self.mem(m.dst)?);
+        let (src, dst) = (self.buffer(m.src)?, self.buffer(m.dst)?);
         let wait = self.wait_list(&m.wait)?;
         // SAFETY: device-side copy between live buffers; OpenCL checks the
         // geometry against both.

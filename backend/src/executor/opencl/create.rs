@@ -238,6 +238,9 @@ impl OpenClSession {
 
     pub(super) fn create_sub_buffer(&mut self, m: &CreateSubBuffer) -> Result<(), Status> {
         let parent = self.mems.get(m.parent)?.clone();
+        if parent.image.is_some() {
+            return Err(Status::INVALID_MEM_OBJECT);
+        }
         let mem = self.new_sub_buffer(parent, m.flags, m.origin, m.size)?;
         self.mems.insert(m.mem, mem)?;
         Ok(())

@@ -66,6 +66,11 @@ fn enqueue_map_buffer(
     event: *mut cl_event,
 ) -> ClResult<*mut c_void> {
     let (queue, mem) = queue_and_mem(queue, buffer)?;
+    // CL_INVALID_MEM_OBJECT if buffer is not a buffer (images map with
+    // clEnqueueMapImage).
+    if mem.image.is_some() {
+        return Err(CL_INVALID_MEM_OBJECT);
+    }
     let (offset, size) = (offset as u64, size as u64);
     // CL_INVALID_VALUE if the region (offset, size) is out of bounds, size
     // is 0, or map_flags are not valid (WRITE_INVALIDATE_REGION excludes

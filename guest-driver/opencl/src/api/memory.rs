@@ -124,8 +124,8 @@ fn create_sub_buffer(
     create_info: *const c_void,
 ) -> ClResult<cl_mem> {
     let parent = Cl::<Mem>::get(buffer)?;
-    // CL_INVALID_MEM_OBJECT if buffer is a sub-buffer object.
-    if parent.parent.is_some() {
+    // CL_INVALID_MEM_OBJECT if buffer is a sub-buffer object (or an image).
+    if parent.parent.is_some() || parent.image.is_some() {
         return Err(CL_INVALID_MEM_OBJECT);
     }
     // CL_INVALID_VALUE if the flags conflict with the parent's, or
