@@ -278,6 +278,25 @@ int main(int argc, char **argv)
     CL_CHECK(clEnqueueReadImage(env.queue, arr1, CL_TRUE, a1origin, a1part, 48, 0, a1back, 0, NULL, NULL));
     mix(a1back, sizeof a1back);
 
+    /* A large image: several messages each way, padded host rows. */
+    enum { BW = 700, BH = 300, BPITCH = BW * 16 + 64 };
+    float *big = cltest_xmalloc((size_t)BPITCH * BH);
+    for (size_t i = 0; i < (size_t)BPITCH * BH / 4; i++)
+        big[i] = (float)(i % 9973) * 0.5f;
+    cl_mem bigimg = clCreateImage2D(env.context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, &fmt, BW, BH,
+                                    BPITCH, big, &err);
+    CL_CHECK_ERR(err, "clCreateImage2D large");
+    size_t bigregion[3] = { BW - 3, BH - 2, 1 }, bigorigin[3] = { 3, 2, 0 };
+    float *bigback = cltest_xmalloc((size_t)BW * BH * 16);
+    CL_CHECK(clEnqueueReadImage(env.queue, bigimg, CL_TRUE, bigorigin, bigregion, 0, 0, bigback, 0, NULL, NULL));
+    for (size_t y = 0; y < bigregion[1]; y++)
+        if (memcmp(bigback + y * bigregion[0] * 4, (char *)big + (y + 2) * BPITCH + 3 * 16, bigregion[0] * 16))
+            cltest_fail("large image row %zu differs", y);
+    mix(bigback, bigregion[0] * bigregion[1] * 16);
+    CL_CHECK(clReleaseMemObject(bigimg));
+    free(big);
+    free(bigback);
+
     /* Hostile input: refused with the codes native gives. */
     size_t huge[3] = { (size_t)-1 / 2, 2, 1 }, over[3] = { W + 1, 1, 1 }, zero[3] = { 0, 1, 1 };
     expect(clEnqueueReadImage(env.queue, img, CL_TRUE, origin, huge, 0, 0, back, 0, NULL, NULL),
