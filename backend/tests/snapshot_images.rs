@@ -268,3 +268,72 @@ fn images_and_samplers_survive_a_rehome() {
     let after = observe(&mut raw);
     assert!(after == before, "results differ after the re-home");
 }
+
+#[test]
+fn a_profile_without_images_offers_none_and_refuses_vgpus_that_have_them() {
+    let dir = std::env::temp_dir().join(format!("vgpu-noimg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let own = dir.join("own.prof");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_vgpu-backend"))
+        .arg("--write-profile")
+        .arg(&own)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut plain = vgpu_migration::Profile::from_bytes(&std::fs::read(&own).unwrap()).unwrap();
+    assert!(plain.image_support, "PoCL has images");
+    plain.image_support = false;
+    let plain_path = dir.join("plain.prof");
+    std::fs::write(&plain_path, plain.to_bytes()).unwrap();
+
+    let with_images = Backend::start();
+    let mut raw = with_images.raw();
+    setup(&mut raw);
+    let file = dir.join("images.ckpt");
+    let (ok, out) = with_images.ctl(&["checkpoint", file.to_str().unwrap()]);
+    assert!(ok, "{out}");
+
+    let without = Backend::start_with(&["--profile", plain_path.to_str().unwrap()], &[]);
+    let mut guest = without.raw();
+    guest.open_session(3);
+    let reply = guest.batch(
+        3,
+        &[
+            GetInfo {
+                target: 2,
+                handle: 0,
+                index: 0,
+                param: 0x1016, // CL_DEVICE_IMAGE_SUPPORT
+            }
+            .into(),
+            CreateContext {
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            image(10, image_type::IMAGE2D, [W, H, 0], 0),
+            CreateSampler {
+                sampler: 12,
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+        ],
+    );
+    assert_eq!(
+        reply.records[0].payload,
+        0u32.to_le_bytes(),
+        "image support"
+    );
+    assert_eq!(
+        reply.records[2].status,
+        vgpu_protocol::Status::INVALID_OPERATION
+    );
+    assert_eq!(
+        reply.records[3].status,
+        vgpu_protocol::Status::INVALID_OPERATION
+    );
+    let (ok, out) = without.ctl(&["restore", file.to_str().unwrap()]);
+    assert!(!ok && out.contains("image"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -237,6 +237,16 @@ fn host_area(
 }
 
 impl OpenClSession {
+    /// `INVALID_OPERATION` when the vGPU's profile has no images: a guest
+    /// that saw none gets none, so its state never needs a device with
+    /// images.
+    fn check_images_advertised(&self) -> Result<(), Status> {
+        match &self.advertised {
+            Some(profile) if !profile.image_support => Err(Status::INVALID_OPERATION),
+            _ => Ok(()),
+        }
+    }
+
     pub(super) fn image_formats(&self, m: &GetImageFormats) -> Result<Vec<u8>, Status> {
         let context = self.contexts.get(m.context)?;
         img::dimensions(m.image_type).ok_or(Status::INVALID_VALUE)?;
@@ -323,6 +333,7 @@ impl OpenClSession {
     }
 
     pub(super) fn create_image(&mut self, m: &CreateImage) -> Result<(), Status> {
+        self.check_images_advertised()?;
         let context = self.contexts.get(m.context)?.clone();
         let elem = img::element_size(m.channel_order, m.channel_type)
             .ok_or(Status::INVALID_IMAGE_FORMAT_DESCRIPTOR)?;
@@ -619,6 +630,7 @@ impl OpenClSession {
     }
 
     pub(super) fn create_sampler(&mut self, m: &CreateSampler) -> Result<(), Status> {
+        self.check_images_advertised()?;
         let context = self.contexts.get(m.context)?.clone();
         let sampler = self.new_sampler(context, &m.properties)?;
         self.samplers.insert(m.sampler, sampler)?;
