@@ -111,10 +111,12 @@ fn save_session(id: u64, exec: &mut ExecSessions, last_seq: u64) -> Result<Saved
     };
     let mut opencl_buffers = Vec::new();
     let mut cuda_buffers = Vec::new();
+    let mut images = Vec::new();
     let mut drain = Duration::ZERO;
     for part in exec.sessions.iter_mut().filter(|s| !s.is_empty()) {
         let part = part.save(id)?;
         drain += part.drain;
+        let part_images = part.state.images().to_vec();
         let mut s = part.state.latest();
         let cuda = s.cuda.take();
         match (s.has_opencl(), cuda) {
@@ -130,6 +132,7 @@ fn save_session(id: u64, exec: &mut ExecSessions, last_seq: u64) -> Result<Saved
                 s.cuda = state.cuda.take();
                 state = s;
                 opencl_buffers = part.buffers;
+                images = part_images;
             }
             (false, Some(_)) if state.cuda.is_some() => {
                 return Err(SnapshotError::Unsupported("a session on two CUDA devices").into())
@@ -149,6 +152,7 @@ fn save_session(id: u64, exec: &mut ExecSessions, last_seq: u64) -> Result<Saved
             .iter()
             .filter(|b| b.parent.is_none())
             .map(|b| b.id)
+            .chain(images.iter().map(|i| i.id))
             .collect();
         let mut used: HashSet<u64> = opencl.clone();
         used.extend(cuda.allocations.iter().map(|a| a.id));
@@ -173,12 +177,24 @@ fn save_session(id: u64, exec: &mut ExecSessions, last_seq: u64) -> Result<Saved
         }
     }
     opencl_buffers.extend(cuda_buffers);
-    Ok(SavedSession {
-        state: m::SessionStateV3 {
+    // Version 4 only where there are images, so other states stay readable
+    // by builds that know version 3.
+    let state = if images.is_empty() {
+        m::SessionStateV3 {
             objects: state,
             last_seq,
         }
-        .into(),
+        .into()
+    } else {
+        m::SessionStateV4 {
+            objects: state,
+            last_seq,
+            images,
+        }
+        .into()
+    };
+    Ok(SavedSession {
+        state,
         buffers: opencl_buffers,
         drain,
     })
@@ -191,6 +207,10 @@ fn save_session(id: u64, exec: &mut ExecSessions, last_seq: u64) -> Result<Saved
 fn check_quota(state: &m::VgpuStateV1, limits: &crate::quota::Limits) -> Result<(), Error> {
     let (mut bytes, mut objects) = (0u64, 0u64);
     for session in &state.sessions {
+        let images: &[m::ImageState] = match session {
+            m::SessionState::V4(s) => &s.images,
+            _ => &[],
+        };
         let (s, cuda) = match session {
             m::SessionState::V1(s) => (
                 (
@@ -203,7 +223,9 @@ fn check_quota(state: &m::VgpuStateV1, limits: &crate::quota::Limits) -> Result<
                 ),
                 None,
             ),
-            m::SessionState::V2(s) | m::SessionState::V3(m::SessionStateV3 { objects: s, .. }) => (
+            m::SessionState::V2(s)
+            | m::SessionState::V3(m::SessionStateV3 { objects: s, .. })
+            | m::SessionState::V4(m::SessionStateV4 { objects: s, .. }) => (
                 (
                     &s.contexts,
                     &s.queues,
@@ -216,10 +238,14 @@ fn check_quota(state: &m::VgpuStateV1, limits: &crate::quota::Limits) -> Result<
             ),
         };
         let (contexts, queues, buffers, programs, kernels, events) = s;
+        bytes = images
+            .iter()
+            .map(|i| i.size)
+            .fold(bytes, u64::saturating_add);
         macro_rules! held {
             ($($list:expr),*) => { 0u64 $(+ $list.iter().filter(|o| o.guest.is_some()).count() as u64)* };
         }
-        objects += held!(contexts, queues, buffers, programs, kernels, events);
+        objects += held!(contexts, queues, buffers, programs, kernels, events, images);
         let top = buffers
             .iter()
             .filter(|b| b.parent.is_none())
@@ -277,15 +303,27 @@ fn rebuild_session(
         sinks: HashMap::new(),
     };
     let (opencl, cuda) = match session {
-        m::SessionState::V1(s) => (Some(std::borrow::Cow::Borrowed(s)), None),
+        m::SessionState::V1(s) => (Some(m::SessionState::V1(s.clone())), None),
         m::SessionState::V2(s) | m::SessionState::V3(m::SessionStateV3 { objects: s, .. }) => (
-            s.has_opencl().then(|| std::borrow::Cow::Owned(s.opencl())),
+            s.has_opencl().then(|| m::SessionState::V1(s.opencl())),
             s.cuda.is_some().then(|| s.cuda_only()),
         ),
+        m::SessionState::V4(v4) => {
+            let s = &v4.objects;
+            let opencl = m::SessionStateV4 {
+                objects: s.opencl().into(),
+                last_seq: v4.last_seq,
+                images: v4.images.clone(),
+            };
+            (
+                (s.has_opencl() || !v4.images.is_empty()).then(|| opencl.into()),
+                s.cuda.is_some().then(|| s.cuda_only()),
+            )
+        }
     };
     if let Some(opencl) = opencl {
         let i = opencl_index(executors).ok_or(Error::NoOpenCl)?;
-        let restored = executors[i].restore_session(&m::SessionState::V1(opencl.into_owned()))?;
+        let restored = executors[i].restore_session(&opencl)?;
         rebuilt.sinks.extend(restored.sinks);
         rebuilt.parts.push((i, restored.session));
     }

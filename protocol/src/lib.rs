@@ -4,6 +4,7 @@
 pub mod codec;
 pub mod cuda;
 pub mod frame;
+pub mod image;
 pub mod limits;
 pub mod messages;
 pub mod objects;

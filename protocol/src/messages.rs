@@ -159,6 +159,27 @@ requests! {
     Finish = 0x1041 { queue: u64 }
     WaitForEvents = 0x1042 { events: Vec<u64> }
 
+    // ---- OpenCL: images and samplers -------------------------------------
+    // Image geometry is in pixels; image data in `data`/`init` is tightly
+    // packed (rows of `region[0]` pixels, slices of `region[1]` rows).
+    /// `clGetSupportedImageFormats`. Reply: `(channel_order, channel_type)`
+    /// `u32` pairs, little-endian.
+    GetImageFormats = 0x1050 { context: u64, flags: u64, image_type: u32 }
+    /// `dims` is width, height, depth, array size; `buffer` names the buffer
+    /// of a 1D buffer image (0 otherwise). Contents come by `InitImage`.
+    CreateImage = 0x1051 { mem: u64, context: u64, flags: u64, channel_order: u32, channel_type: u32, image_type: u32, dims: [u64; 3], array_size: u64, buffer: u64 }
+    /// Writes initial contents outside any queue; complete on return.
+    InitImage = 0x1052 { mem: u64, origin: [u64; 3], region: [u64; 3], data: DataRef }
+    EnqueueWriteImage = 0x1053 { queue: u64, mem: u64, origin: [u64; 3], region: [u64; 3], data: DataRef, wait: Vec<u64>, event: u64 }
+    EnqueueReadImage = 0x1054 { queue: u64, mem: u64, origin: [u64; 3], region: [u64; 3], data: DataRef, wait: Vec<u64>, event: u64 }
+    EnqueueCopyImage = 0x1055 { queue: u64, src: u64, dst: u64, src_origin: [u64; 3], dst_origin: [u64; 3], region: [u64; 3], wait: Vec<u64>, event: u64 }
+    EnqueueCopyImageToBuffer = 0x1056 { queue: u64, src: u64, dst: u64, src_origin: [u64; 3], region: [u64; 3], dst_offset: u64, wait: Vec<u64>, event: u64 }
+    EnqueueCopyBufferToImage = 0x1057 { queue: u64, src: u64, dst: u64, src_offset: u64, dst_origin: [u64; 3], region: [u64; 3], wait: Vec<u64>, event: u64 }
+    /// `color` is the 16-byte fill colour (four floats, ints or uints).
+    EnqueueFillImage = 0x1058 { queue: u64, mem: u64, color: Vec<u8>, origin: [u64; 3], region: [u64; 3], wait: Vec<u64>, event: u64 }
+    /// `properties` as for `clCreateSamplerWithProperties` (pairs, no terminator).
+    CreateSampler = 0x1059 { sampler: u64, context: u64, properties: Vec<u64> }
+
     // ---- CUDA driver API (results are `CUresult` codes; see `cuda.rs`) ----
     // `ctx` names the guest's current context where the call needs one;
     // stream 0 is that context's NULL stream.
@@ -244,6 +265,8 @@ impl Request {
                 | Request::LinkProgram(_)
                 | Request::EnqueueReadBuffer(_)
                 | Request::EnqueueReadBufferRect(_)
+                | Request::GetImageFormats(_)
+                | Request::EnqueueReadImage(_)
                 | Request::Finish(_)
                 | Request::WaitForEvents(_)
         )

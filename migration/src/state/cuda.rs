@@ -537,11 +537,11 @@ mod tests {
     fn unknown_session_versions_are_refused() {
         use crate::state::*;
         let mut e = crate::codec::Encoder::new();
-        e.u32(4);
+        e.u32(5);
         let err = from_bytes::<SessionState>(&e.into_bytes()).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unsupported session state version 4 (this build reads 1..=3)"
+            "unsupported session state version 5 (this build reads 1..=4)"
         );
     }
 

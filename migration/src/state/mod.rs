@@ -11,10 +11,13 @@
 //! Released: `VgpuState::V1`; `SessionState::V1` (OpenCL objects),
 //! `SessionState::V2` (the same, plus the session's CUDA objects) and
 //! `SessionState::V3` (V2, plus the sequence number of the last message the
-//! session ran).
+//! session ran) and `SessionState::V4` (V3, plus OpenCL images; written only
+//! for sessions that have images, so other states stay readable by builds
+//! that know V3).
 
 mod cuda;
 mod device;
+mod image;
 mod kernel;
 mod objects;
 mod program;
@@ -26,6 +29,7 @@ pub use cuda::{
     CudaModuleState, CudaPrimaryState, CudaSessionState, CudaStreamState,
 };
 pub use device::DeviceIdentity;
+pub use image::ImageState;
 pub use kernel::{KernelArg, KernelState};
 pub use objects::{
     BufferState, ContextState, EventKind, EventState, GuestRef, ObjectId, PendingCommand,
@@ -40,7 +44,7 @@ use crate::profile::Profile;
 /// The newest version of `VgpuState` this build writes.
 pub const STATE_VERSION: u32 = 1;
 /// The newest version of `SessionState` this build writes.
-pub const SESSION_STATE_VERSION: u32 = 3;
+pub const SESSION_STATE_VERSION: u32 = 4;
 
 /// A whole vGPU, as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +70,7 @@ pub enum SessionState {
     V1(SessionStateV1),
     V2(SessionStateV2),
     V3(SessionStateV3),
+    V4(SessionStateV4),
 }
 
 record! {
@@ -118,6 +123,16 @@ record! {
         /// The sequence number of the last message the session ran (0:
         /// none).
         pub last_seq: u64,
+    }
+}
+
+record! {
+    /// A session's objects and sequence (as in `SessionStateV3`) and its
+    /// OpenCL images.
+    pub struct SessionStateV4 {
+        pub objects: SessionStateV2,
+        pub last_seq: u64,
+        pub images: Vec<ImageState>,
     }
 }
 
@@ -241,6 +256,7 @@ impl VgpuState {
                 ),
                 SessionState::V2(s) => (s.id, s.streamed().collect()),
                 SessionState::V3(s) => (s.objects.id, s.objects.streamed().collect()),
+                SessionState::V4(s) => (s.objects.id, s.streamed().collect()),
             };
             out.extend(streamed.into_iter().map(|(buffer, size)| StreamedBuffer {
                 session: id,
@@ -273,6 +289,15 @@ impl SessionState {
             SessionState::V1(session) => session.into(),
             SessionState::V2(session) => session,
             SessionState::V3(session) => session.objects,
+            SessionState::V4(session) => session.objects,
+        }
+    }
+
+    /// The session's OpenCL images (none before version 4).
+    pub fn images(&self) -> &[ImageState] {
+        match self {
+            SessionState::V4(session) => &session.images,
+            _ => &[],
         }
     }
 
@@ -282,6 +307,7 @@ impl SessionState {
         match self {
             SessionState::V1(_) | SessionState::V2(_) => None,
             SessionState::V3(session) => Some(session.last_seq),
+            SessionState::V4(session) => Some(session.last_seq),
         }
     }
 
@@ -290,6 +316,7 @@ impl SessionState {
             SessionState::V1(session) => session.id,
             SessionState::V2(session) => session.id,
             SessionState::V3(session) => session.objects.id,
+            SessionState::V4(session) => session.objects.id,
         }
     }
 
@@ -298,6 +325,7 @@ impl SessionState {
             SessionState::V1(_) => 1,
             SessionState::V2(_) => 2,
             SessionState::V3(_) => 3,
+            SessionState::V4(_) => 4,
         }
     }
 }
@@ -323,6 +351,29 @@ impl From<SessionStateV2> for SessionState {
 impl From<SessionStateV3> for SessionState {
     fn from(session: SessionStateV3) -> Self {
         SessionState::V3(session)
+    }
+}
+
+impl From<SessionStateV4> for SessionState {
+    fn from(session: SessionStateV4) -> Self {
+        SessionState::V4(session)
+    }
+}
+
+impl SessionStateV4 {
+    /// Streamed contents: OpenCL buffers, then images with contents of
+    /// their own, then CUDA allocations and globals.
+    fn streamed(&self) -> impl Iterator<Item = (ObjectId, u64)> + '_ {
+        let buffers = self.objects.buffers.iter().filter(|b| b.parent.is_none());
+        buffers
+            .map(|b| (b.id, b.size))
+            .chain(
+                self.images
+                    .iter()
+                    .filter(|i| i.buffer.is_none())
+                    .map(|i| (i.id, i.size)),
+            )
+            .chain(self.objects.cuda.iter().flat_map(|c| c.streamed()))
     }
 }
 
@@ -353,6 +404,7 @@ impl Codec for SessionState {
             SessionState::V1(session) => session.encode(e),
             SessionState::V2(session) => session.encode(e),
             SessionState::V3(session) => session.encode(e),
+            SessionState::V4(session) => session.encode(e),
         }
     }
 
@@ -361,6 +413,7 @@ impl Codec for SessionState {
             1 => Ok(SessionState::V1(SessionStateV1::decode(d)?)),
             2 => Ok(SessionState::V2(SessionStateV2::decode(d)?)),
             3 => Ok(SessionState::V3(SessionStateV3::decode(d)?)),
+            4 => Ok(SessionState::V4(SessionStateV4::decode(d)?)),
             version => Err(unsupported("session state", version, SESSION_STATE_VERSION)),
         }
     }

@@ -91,6 +91,7 @@ object!(
     QueueState => "queue",
     BufferState => "buffer",
     SamplerState => "sampler",
+    ImageState => "image",
     ProgramState => "program",
     KernelState => "kernel",
     EventState => "event",
@@ -194,6 +195,23 @@ pub(super) fn vgpu(state: &VgpuState) -> Check {
             SessionState::V1(s) => opencl(&OpenCl::from(s))?,
             SessionState::V2(s) => objects(id, s)?,
             SessionState::V3(s) => objects(id, &s.objects)?,
+            SessionState::V4(s) => {
+                let mut view = OpenCl::from(&s.objects);
+                view.images = &s.images;
+                opencl(&view)?;
+                if let Some(c) = &s.objects.cuda {
+                    cuda(id, c)?;
+                }
+                let mut seen = HashSet::new();
+                for (streamed, _) in s.streamed() {
+                    if streamed == 0 || !seen.insert(streamed) {
+                        return Err(StateError::StreamedId {
+                            session: id,
+                            id: streamed,
+                        });
+                    }
+                }
+            }
         }
     }
     Ok(())
@@ -219,6 +237,8 @@ struct OpenCl<'a> {
     kernels: &'a [KernelState],
     events: &'a [EventState],
     pending: &'a [PendingCommand],
+    /// Version 4 and later.
+    images: &'a [ImageState],
 }
 
 macro_rules! opencl_view {
@@ -235,6 +255,7 @@ macro_rules! opencl_view {
                     kernels: &s.kernels,
                     events: &s.events,
                     pending: &s.pending,
+                    images: &[],
                 }
             }
         }
@@ -346,6 +367,20 @@ fn opencl(s: &OpenCl<'_>) -> Check {
     for sampler in s.samplers {
         resolves(sid, sampler, &contexts, sampler.context)?;
     }
+    let images = table(sid, s.images)?;
+    for image in s.images {
+        resolves(sid, image, &contexts, image.context)?;
+        if buffers.contains_key(&image.id) {
+            return Err(StateError::BadId {
+                session: sid,
+                kind: "image",
+                id: image.id,
+            });
+        }
+        if let Some(b) = image.buffer {
+            resolves(sid, image, &buffers, b)?;
+        }
+    }
     for p in s.programs {
         resolves(sid, p, &contexts, p.context)?;
         if matches!(&p.origin, ProgramOrigin::Linked(inputs) if inputs.is_empty()) {
@@ -359,6 +394,8 @@ fn opencl(s: &OpenCl<'_>) -> Check {
         resolves(sid, k, &programs, k.program)?;
         for arg in &k.args {
             match *arg {
+                // Images are memory objects too.
+                KernelArg::Buffer(b) if images.contains_key(&b) => {}
                 KernelArg::Buffer(b) => resolves(sid, k, &buffers, b)?,
                 KernelArg::Sampler(sm) => resolves(sid, k, &samplers, sm)?,
                 _ => {}

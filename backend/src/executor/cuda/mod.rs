@@ -158,6 +158,10 @@ impl Executor for CudaExecutor {
             | vgpu_migration::SessionState::V3(vgpu_migration::SessionStateV3 {
                 objects: state,
                 ..
+            })
+            | vgpu_migration::SessionState::V4(vgpu_migration::SessionStateV4 {
+                objects: state,
+                ..
             }) => snapshot::restore(self.shared.clone(), state),
         }
     }

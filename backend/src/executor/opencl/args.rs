@@ -12,7 +12,9 @@ use super::objects::ArgRecord;
 pub const ARG_INFO_OPTION: &str = " -cl-kernel-arg-info";
 
 const ADDRESS_QUALIFIER: u32 = 0x1196; // CL_KERNEL_ARG_ADDRESS_QUALIFIER
+const ACCESS_QUALIFIER: u32 = 0x1197; // CL_KERNEL_ARG_ACCESS_QUALIFIER
 const TYPE_NAME: u32 = 0x1198; // CL_KERNEL_ARG_TYPE_NAME
+const ACCESS_NONE: u32 = 0x11A3;
 const ADDRESS_GLOBAL: u32 = 0x119B;
 const ADDRESS_LOCAL: u32 = 0x119C;
 const ADDRESS_CONSTANT: u32 = 0x119D;
@@ -25,7 +27,11 @@ pub enum ArgClass {
     Local,
     /// Plain data passed by value.
     Value,
-    /// Images, samplers, queues, pipes: not forwarded.
+    /// An image: an image memory object.
+    Image,
+    /// A `sampler_t`: a sampler.
+    Sampler,
+    /// Queues, pipes, events: not forwarded.
     Object,
     /// The implementation gave no argument info: only values and buffers
     /// the guest names by handle are accepted, and values never take the
@@ -37,8 +43,22 @@ fn u32_of(bytes: &[u8]) -> Option<u32> {
     Some(u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?))
 }
 
-/// Classifies one argument of a host kernel.
+/// Classifies one argument of a host kernel. Images and samplers first:
+/// implementations report images as `global`.
 pub fn classify(kernel: cl_kernel, index: u32) -> ArgClass {
+    let name = cl3::kernel::get_kernel_arg_data(kernel, index, TYPE_NAME).unwrap_or_default();
+    let name = String::from_utf8_lossy(&name);
+    let name = name.trim_end_matches('\0').trim();
+    let access = cl3::kernel::get_kernel_arg_data(kernel, index, ACCESS_QUALIFIER)
+        .ok()
+        .and_then(|b| u32_of(&b));
+    // Only images (and pipes) carry an access qualifier other than NONE.
+    if name.starts_with("image") && access.is_some_and(|a| a != ACCESS_NONE) {
+        return ArgClass::Image;
+    }
+    if name == "sampler_t" {
+        return ArgClass::Sampler;
+    }
     let Some(qualifier) = cl3::kernel::get_kernel_arg_data(kernel, index, ADDRESS_QUALIFIER)
         .ok()
         .and_then(|b| u32_of(&b))
@@ -49,9 +69,6 @@ pub fn classify(kernel: cl_kernel, index: u32) -> ArgClass {
         ADDRESS_GLOBAL | ADDRESS_CONSTANT => ArgClass::Buffer,
         ADDRESS_LOCAL => ArgClass::Local,
         _ => {
-            let name =
-                cl3::kernel::get_kernel_arg_data(kernel, index, TYPE_NAME).unwrap_or_default();
-            let name = String::from_utf8_lossy(&name);
             let object = ["image", "sampler_t", "queue_t", "pipe", "event_t"]
                 .iter()
                 .any(|t| name.contains(t));
@@ -70,6 +87,17 @@ pub fn admit(class: ArgClass, arg: ArgRecord) -> Result<ArgRecord, Status> {
     let pointer = std::mem::size_of::<cl3::types::cl_mem>();
     match (class, arg) {
         (ArgClass::Object, _) => Err(Status::INVALID_ARG_VALUE),
+        (ArgClass::Image, ArgRecord::Mem(mem)) if mem.image.is_some() => Ok(ArgRecord::Mem(mem)),
+        (ArgClass::Image, ArgRecord::Mem(_)) => Err(Status::INVALID_MEM_OBJECT),
+        (ArgClass::Image, _) => Err(Status::INVALID_ARG_VALUE),
+        (ArgClass::Sampler, arg @ ArgRecord::Sampler(_)) => Ok(arg),
+        (ArgClass::Sampler, _) => Err(Status::INVALID_SAMPLER),
+        (_, ArgRecord::Sampler(_)) => Err(Status::INVALID_ARG_VALUE),
+        // An image stands in for no buffer: the device would read its
+        // descriptor as memory.
+        (ArgClass::Buffer, ArgRecord::Mem(mem)) if mem.image.is_some() => {
+            Err(Status::INVALID_MEM_OBJECT)
+        }
         (ArgClass::Buffer, ArgRecord::Value(v))
             if v.len() == pointer && v.iter().all(|b| *b == 0) =>
         {

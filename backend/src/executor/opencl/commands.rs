@@ -19,17 +19,17 @@ mod rect;
 const MAX_DIRECT_PIECES: usize = 8;
 
 /// Host events a command waits on; the entries keep them alive meanwhile.
-struct WaitList {
+pub(super) struct WaitList {
     _held: Vec<Arc<EventEntry>>,
     raw: Vec<cl_event>,
 }
 
 impl WaitList {
-    fn len(&self) -> u32 {
+    pub(super) fn len(&self) -> u32 {
         self.raw.len() as u32
     }
 
-    fn ptr(&self) -> *const cl_event {
+    pub(super) fn ptr(&self) -> *const cl_event {
         if self.raw.is_empty() {
             std::ptr::null()
         } else {
@@ -77,15 +77,25 @@ pub(super) fn rect_extent(
 }
 
 impl OpenClSession {
-    fn queue(&self, handle: u64) -> Result<Arc<QueueEntry>, Status> {
+    pub(super) fn queue(&self, handle: u64) -> Result<Arc<QueueEntry>, Status> {
         self.queues.get(handle).cloned()
     }
 
-    fn mem(&self, handle: u64) -> Result<Arc<HostMem>, Status> {
+    pub(super) fn mem(&self, handle: u64) -> Result<Arc<HostMem>, Status> {
         self.mems.get(handle).cloned()
     }
 
-    fn wait_list(&self, handles: &[u64]) -> Result<WaitList, Status> {
+    /// A memory object that is no image: buffer commands never reach an
+    /// image's storage (PoCL would run them).
+    fn buffer(&self, handle: u64) -> Result<Arc<HostMem>, Status> {
+        let mem = self.mem(handle)?;
+        match mem.image {
+            Some(_) => Err(Status::INVALID_MEM_OBJECT),
+            None => Ok(mem),
+        }
+    }
+
+    pub(super) fn wait_list(&self, handles: &[u64]) -> Result<WaitList, Status> {
         let held = self
             .events
             .get_all(handles, Status::INVALID_EVENT_WAIT_LIST)?;
@@ -115,7 +125,12 @@ impl OpenClSession {
     }
 
     /// Gives the command's host event the guest's handle, or drops it.
-    fn keep_event(&mut self, queue: &QueueEntry, handle: u64, raw: cl_event) -> Result<(), Status> {
+    pub(super) fn keep_event(
+        &mut self,
+        queue: &QueueEntry,
+        handle: u64,
+        raw: cl_event,
+    ) -> Result<(), Status> {
         self.bound_depth(queue, raw);
         let event = HostEvent(raw);
         if handle != 0 {
@@ -280,7 +295,7 @@ impl OpenClSession {
     }
 
     pub(super) fn init_buffer(&mut self, m: &InitBuffer, io: &mut GuestIo) -> Result<(), Status> {
-        let mem = self.mem(m.mem)?;
+        let mem = self.buffer(m.mem)?;
         Self::check_range(&mem, m.offset, m.data.len)?;
         let queue = self.internal_queue(&mem.context)?;
         let pieces = io.out_slices(m.data)?;
@@ -299,7 +314,7 @@ impl OpenClSession {
         io: &mut GuestIo,
     ) -> Result<(), Status> {
         let queue = self.queue(m.queue)?;
-        let mem = self.mem(m.mem)?;
+        let mem = self.buffer(m.mem)?;
         Self::check_range(&mem, m.offset, m.data.len)?;
         let wait = self.wait_list(&m.wait)?;
         let pieces = io.out_slices(m.data)?;
@@ -313,7 +328,7 @@ impl OpenClSession {
         io: &mut GuestIo,
     ) -> Result<(), Status> {
         let queue = self.queue(m.queue)?;
-        let mem = self.mem(m.mem)?;
+        let mem = self.buffer(m.mem)?;
         Self::check_range(&mem, m.offset, m.data.len)?;
         let wait = self.wait_list(&m.wait)?;
         let pieces = io.in_slices(m.data)?;
@@ -327,7 +342,7 @@ impl OpenClSession {
         io: &mut GuestIo,
     ) -> Result<(), Status> {
         let queue = self.queue(m.queue)?;
-        let mem = self.mem(m.mem)?;
+        let mem = self.buffer(m.mem)?;
         let wait = self.wait_list(&m.wait)?;
         let rect = rect::Rect {
             buffer_origin: m.buffer_origin,
@@ -348,7 +363,7 @@ impl OpenClSession {
         io: &mut GuestIo,
     ) -> Result<(), Status> {
         let queue = self.queue(m.queue)?;
-        let mem = self.mem(m.mem)?;
+        let mem = self.buffer(m.mem)?;
         let wait = self.wait_list(&m.wait)?;
         let rect = rect::Rect {
             buffer_origin: m.buffer_origin,
@@ -365,7 +380,7 @@ impl OpenClSession {
 
     pub(super) fn copy_buffer(&mut self, m: &EnqueueCopyBuffer) -> Result<(), Status> {
         let queue = self.queue(m.queue)?;
-        let (src, dst) = (self.mem(m.src)?, self.mem(m.dst)?);
+        let (src, dst) = (self.buffer(m.src)?, self.buffer(m.dst)?);
         let wait = self.wait_list(&m.wait)?;
         // SAFETY: live objects; OpenCL checks the ranges against the buffers.
         let event = unsafe {
@@ -386,7 +401,7 @@ impl OpenClSession {
 
     pub(super) fn fill_buffer(&mut self, m: &EnqueueFillBuffer) -> Result<(), Status> {
         let queue = self.queue(m.queue)?;
-        let mem = self.mem(m.mem)?;
+        let mem = self.buffer(m.mem)?;
         let wait = self.wait_list(&m.wait)?;
         if m.pattern.is_empty() {
             return Err(Status::INVALID_VALUE);
@@ -410,7 +425,7 @@ impl OpenClSession {
 
     pub(super) fn copy_buffer_rect(&mut self, m: &EnqueueCopyBufferRect) -> Result<(), Status> {
         let queue = self.queue(m.queue)?;
-        let (src, dst) = (self.mem(m.src)?, self.mem(m.dst)?);
+        let (src, dst) = (self.buffer(m.src)?, self.buffer(m.dst)?);
         let wait = self.wait_list(&m.wait)?;
         // SAFETY: device-side copy between live buffers; OpenCL checks the
         // geometry against both.

@@ -159,6 +159,7 @@ impl OpenClSession {
             context,
             parent: None,
             charge: std::sync::Mutex::new(charge),
+            image: None,
         })
     }
 
@@ -265,11 +266,15 @@ impl OpenClSession {
             context: parent.context.clone(),
             parent: Some((parent, origin)),
             charge: std::sync::Mutex::new(None),
+            image: None,
         })
     }
 
     pub(super) fn create_sub_buffer(&mut self, m: &CreateSubBuffer) -> Result<(), Status> {
         let parent = self.mems.get(m.parent)?.clone();
+        if parent.image.is_some() {
+            return Err(Status::INVALID_MEM_OBJECT);
+        }
         let mem = self.new_sub_buffer(parent, m.flags, m.origin, m.size)?;
         self.mems.insert(m.mem, mem)?;
         Ok(())
@@ -521,6 +526,12 @@ impl OpenClSession {
                     mem_size,
                     &mem.raw as *const cl_mem as *const _,
                 ),
+                ArgRecord::Sampler(sampler) => cl3::kernel::set_kernel_arg(
+                    kernel.raw,
+                    index,
+                    std::mem::size_of::<cl3::types::cl_sampler>(),
+                    &sampler.raw as *const cl3::types::cl_sampler as *const _,
+                ),
                 ArgRecord::NullMem => cl3::kernel::set_kernel_arg(
                     kernel.raw,
                     index,
@@ -554,7 +565,7 @@ impl OpenClSession {
             ArgKind::Mem => ArgRecord::Mem(self.mems.get(m.handle)?.clone()),
             ArgKind::NullMem => ArgRecord::NullMem,
             ArgKind::Local => ArgRecord::Local(m.size),
-            ArgKind::Sampler => return Err(Status::INVALID_SAMPLER),
+            ArgKind::Sampler => ArgRecord::Sampler(self.samplers.get(m.handle)?.clone()),
         };
         Self::apply_arg(&kernel, m.index, arg)
     }

@@ -63,6 +63,7 @@ fn advertised_value(profile: &vgpu_migration::Profile, param: u32) -> Option<Vec
         0x101F => size(profile.global_mem_size),
         0x1020 => size(profile.max_constant_buffer_size),
         0x1023 => size(profile.local_mem_size),
+        0x1016 => uint(profile.image_support as u32),
         0x1030 => {
             let mut text = profile.extensions.join(" ").into_bytes();
             text.push(0);

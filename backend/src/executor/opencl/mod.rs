@@ -5,6 +5,7 @@ mod args;
 mod commands;
 mod create;
 mod guard;
+mod image;
 mod info;
 mod objects;
 mod pragma;
@@ -225,16 +226,21 @@ impl Executor for OpenClExecutor {
         state: &vgpu_migration::SessionState,
     ) -> Result<super::RestoredSession, super::SnapshotError> {
         // A newer session state carries the OpenCL objects beside others.
+        let images = state.images();
         let state = match state {
             vgpu_migration::SessionState::V1(state) => std::borrow::Cow::Borrowed(state),
             vgpu_migration::SessionState::V2(state)
             | vgpu_migration::SessionState::V3(vgpu_migration::SessionStateV3 {
                 objects: state,
                 ..
+            })
+            | vgpu_migration::SessionState::V4(vgpu_migration::SessionStateV4 {
+                objects: state,
+                ..
             }) => std::borrow::Cow::Owned(state.opencl()),
         };
         let session = self.new_session();
-        session.restore_session(&state, &self.identity())
+        session.restore_session(&state, images, &self.identity())
     }
 
     fn open_session(&self) -> Box<dyn ExecSession> {

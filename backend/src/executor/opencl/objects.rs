@@ -73,6 +73,8 @@ pub struct HostMem {
     pub parent: Option<(Arc<HostMem>, u64)>,
     /// Device memory charged to the VM's quota (top-level buffers).
     pub charge: std::sync::Mutex<Option<crate::quota::Charge>>,
+    /// Set when the object is an image.
+    pub image: Option<Box<super::image::ImageRecord>>,
 }
 
 // SAFETY: see `host_object!`.
@@ -155,6 +157,8 @@ pub enum ArgRecord {
     Mem(Arc<HostMem>),
     Local(u64),
     NullMem,
+    /// Held like buffers.
+    Sampler(Arc<super::image::HostSampler>),
 }
 
 /// A kernel and its current arguments.

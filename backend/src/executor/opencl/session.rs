@@ -21,6 +21,7 @@ pub struct OpenClSession {
     pub(super) programs: HandleTable<ProgramEntry>,
     pub(super) kernels: HandleTable<HostKernel>,
     pub(super) events: HandleTable<EventEntry>,
+    pub(super) samplers: HandleTable<super::image::HostSampler>,
     /// User events, shared with `aborter` (which may run on another thread).
     user_events: Arc<Mutex<Vec<Arc<EventEntry>>>>,
     pub(super) limits: QueueLimits,
@@ -57,6 +58,7 @@ impl OpenClSession {
             programs: HandleTable::new(Status::INVALID_PROGRAM),
             kernels: HandleTable::new(Status::INVALID_KERNEL),
             events: HandleTable::new(Status::INVALID_EVENT),
+            samplers: HandleTable::new(Status::INVALID_SAMPLER),
             user_events: Arc::new(Mutex::new(Vec::new())),
             internal_queues: Vec::new(),
             advertised: None,
@@ -126,7 +128,7 @@ impl OpenClSession {
             ObjectKind::Program => apply!(self.programs),
             ObjectKind::Kernel => apply!(self.kernels),
             ObjectKind::Event => apply!(self.events),
-            ObjectKind::Sampler => Err(Status::INVALID_SAMPLER),
+            ObjectKind::Sampler => apply!(self.samplers),
         }
     }
 
@@ -188,6 +190,16 @@ impl ExecSession for OpenClSession {
             Request::EnqueueMarker(m) => done(self.marker(m.queue, &m.wait, m.event, false)),
             Request::EnqueueBarrier(m) => done(self.marker(m.queue, &m.wait, m.event, true)),
             Request::Flush(m) => done(self.flush(m.queue)),
+            Request::GetImageFormats(m) => self.image_formats(m),
+            Request::CreateImage(m) => done(self.create_image(m)),
+            Request::InitImage(m) => done(self.init_image(m, io)),
+            Request::EnqueueWriteImage(m) => done(self.write_image(m, io)),
+            Request::EnqueueReadImage(m) => done(self.read_image(m, io)),
+            Request::EnqueueCopyImage(m) => done(self.copy_image(m)),
+            Request::EnqueueCopyImageToBuffer(m) => done(self.copy_image_to_buffer(m)),
+            Request::EnqueueCopyBufferToImage(m) => done(self.copy_buffer_to_image(m)),
+            Request::EnqueueFillImage(m) => done(self.fill_image(m)),
+            Request::CreateSampler(m) => done(self.create_sampler(m)),
             Request::Finish(m) => done(self.finish(m.queue)),
             // Control messages are the vGPU layer's; other APIs' calls are
             // other executors'.
@@ -203,6 +215,7 @@ impl ExecSession for OpenClSession {
         counts[ObjectKind::Program.index()] = self.programs.len() as u64;
         counts[ObjectKind::Kernel.index()] = self.kernels.len() as u64;
         counts[ObjectKind::Event.index()] = self.events.len() as u64;
+        counts[ObjectKind::Sampler.index()] = self.samplers.len() as u64;
         counts
     }
 
@@ -212,7 +225,9 @@ impl ExecSession for OpenClSession {
 
     fn set_quota(&mut self, quota: Arc<crate::quota::Quota>) {
         for (_, mem, _) in self.mems.entries() {
-            if mem.parent.is_none() {
+            // 1D buffer images live in their buffer's memory.
+            let own_memory = mem.image.as_ref().is_none_or(|i| i.buffer.is_none());
+            if mem.parent.is_none() && own_memory {
                 *mem.charge.lock().unwrap_or_else(|e| e.into_inner()) =
                     quota.charge_memory(mem.size).ok();
             }
@@ -223,6 +238,7 @@ impl ExecSession for OpenClSession {
         self.programs.set_quota(quota.clone());
         self.kernels.set_quota(quota.clone());
         self.events.set_quota(quota.clone());
+        self.samplers.set_quota(quota.clone());
         self.quota = Some(quota);
     }
 

@@ -224,6 +224,10 @@ impl OpenClSession {
         let mut programs = Ids::<ProgramEntry>::new();
         let mut kernels = Ids::<HostKernel>::new();
         let mut events = Ids::<EventEntry>::new();
+        let mut samplers = Ids::<super::image::HostSampler>::new();
+        for (h, o, r) in self.samplers.entries() {
+            samplers.guest(h, o, r);
+        }
         for (h, o, r) in self.contexts.entries() {
             contexts.guest(h, o, r);
         }
@@ -265,6 +269,7 @@ impl OpenClSession {
                     ArgRecord::Mem(mem) => m::KernelArg::Buffer(mems.id(mem)),
                     ArgRecord::Local(size) => m::KernelArg::Local(*size),
                     ArgRecord::NullMem => m::KernelArg::NullBuffer,
+                    ArgRecord::Sampler(s) => m::KernelArg::Sampler(samplers.id(s)),
                 })
                 .collect();
             state.kernels.push(m::KernelState {
@@ -294,10 +299,24 @@ impl OpenClSession {
             });
             i += 1;
         }
-        // Parents of sub-buffers may be hidden; they join the list as found.
+        // Parents of sub-buffers and buffers of images may be hidden; they
+        // join the list as found.
+        let mut images = Vec::new();
         let mut i = 0;
         while i < mems.order.len() {
             let (mid, mem, guest) = mems.order[i].clone();
+            if let Some(image) = &mem.image {
+                images.push(super::image::save_image(
+                    mid,
+                    guest,
+                    contexts.id(&mem.context),
+                    &mem,
+                    image,
+                    image.buffer.as_ref().map(|b| mems.id(b)),
+                ));
+                i += 1;
+                continue;
+            }
             let parent = mem.parent.as_ref().map(|(p, origin)| m::SubRegion {
                 parent: mems.id(p),
                 origin: *origin,
@@ -320,6 +339,14 @@ impl OpenClSession {
                 guest,
                 context: contexts.id(&queue.context),
                 properties: queue.properties.clone(),
+            });
+        }
+        for (sid, sampler, guest) in samplers.order.clone() {
+            state.samplers.push(m::SamplerState {
+                id: sid,
+                guest,
+                context: contexts.id(&sampler.context),
+                properties: sampler.properties.clone(),
             });
         }
         for (eid, event, guest) in events.order.clone() {
@@ -366,8 +393,33 @@ impl OpenClSession {
                 }),
             ));
         }
+        for image in images.iter().filter(|i| i.buffer.is_none()) {
+            let (_, mem, _) = mems
+                .order
+                .iter()
+                .find(|(id, _, _)| *id == image.id)
+                .expect("listed above");
+            let queue = self
+                .internal_queue(&mem.context)
+                .map_err(|s| SnapshotError::device("create a queue to read images", s))?;
+            buffers.push((
+                image.id,
+                Box::new(super::image::ImageContents::new(mem.clone(), queue)),
+            ));
+        }
+        // Version 4 only where there are images (see `vgpu_migration::state`).
+        let state = if images.is_empty() {
+            m::SessionState::V1(state)
+        } else {
+            m::SessionStateV4 {
+                objects: state.into(),
+                last_seq: 0,
+                images,
+            }
+            .into()
+        };
         Ok(SavedSession {
-            state: m::SessionState::V1(state),
+            state,
             buffers,
             drain,
         })
@@ -378,6 +430,7 @@ impl OpenClSession {
     pub(super) fn restore_session(
         mut self,
         saved: &m::SessionStateV1,
+        images: &[m::ImageState],
         device: &m::DeviceIdentity,
     ) -> Result<RestoredSession, SnapshotError> {
         let fail = |what: &str, id: u64| {
@@ -419,6 +472,32 @@ impl OpenClSession {
             .map_err(fail("buffer", b.id))?;
             mems.insert(b.id, Arc::new(mem));
         }
+        for image in images {
+            let buffer = match image.buffer {
+                Some(id) => Some(
+                    mems.get(&id)
+                        .cloned()
+                        .ok_or(SnapshotError::Dangling { what: "buffer", id })?,
+                ),
+                None => None,
+            };
+            let record = super::image::restore_record(image, buffer);
+            let mem = self
+                .new_image(context(image.context)?, image.flags, record)
+                .map_err(fail("image", image.id))?;
+            if mem.size != image.size && image.buffer.is_none() {
+                return Err(fail("image", image.id)(Status::INVALID_IMAGE_SIZE));
+            }
+            mems.insert(image.id, Arc::new(mem));
+        }
+
+        let mut samplers: HashMap<u64, Arc<super::image::HostSampler>> = HashMap::new();
+        for s in &saved.samplers {
+            let sampler = self
+                .new_sampler(context(s.context)?, &s.properties)
+                .map_err(fail("sampler", s.id))?;
+            samplers.insert(s.id, Arc::new(sampler));
+        }
 
         let mut programs: HashMap<u64, Arc<ProgramEntry>> = HashMap::new();
         for p in &saved.programs {
@@ -452,12 +531,12 @@ impl OpenClSession {
                     }
                     m::KernelArg::NullBuffer => ArgRecord::NullMem,
                     m::KernelArg::Local(size) => ArgRecord::Local(*size),
-                    m::KernelArg::Sampler(id) => {
-                        return Err(SnapshotError::Dangling {
+                    m::KernelArg::Sampler(id) => ArgRecord::Sampler(
+                        samplers.get(id).cloned().ok_or(SnapshotError::Dangling {
                             what: "sampler",
                             id: *id,
-                        })
-                    }
+                        })?,
+                    ),
                 };
                 Self::apply_arg(&kernel, index as u32, arg)
                     .map_err(fail("kernel argument", k.id))?;
@@ -519,10 +598,12 @@ impl OpenClSession {
         }
         publish!(saved.contexts, contexts, self.contexts);
         publish!(saved.buffers, mems, self.mems);
+        publish!(*images, mems, self.mems);
         publish!(saved.programs, programs, self.programs);
         publish!(saved.kernels, kernels, self.kernels);
         publish!(saved.queues, queues, self.queues);
         publish!(saved.events, events, self.events);
+        publish!(saved.samplers, samplers, self.samplers);
         for (_, event, _) in self.events.entries() {
             if event
                 .user
@@ -542,6 +623,16 @@ impl OpenClSession {
             sinks.insert(
                 b.id,
                 Box::new(DeviceBufferSink(DeviceBufferSource { mem, queue })),
+            );
+        }
+        for image in images.iter().filter(|i| i.buffer.is_none()) {
+            let mem = mems[&image.id].clone();
+            let queue = self
+                .internal_queue(&mem.context)
+                .map_err(fail("queue", image.id))?;
+            sinks.insert(
+                image.id,
+                Box::new(super::image::ImageContents::new(mem, queue)),
             );
         }
         Ok(RestoredSession {

@@ -123,6 +123,13 @@ fn classify(
             }
             return Ok((ArgKind::Mem, mem.handle(), Vec::new()));
         }
+        if let Ok(sampler) = Cl::<crate::core::image::Sampler>::get(ptr) {
+            // CL_INVALID_SAMPLER for a sampler of another context.
+            if !Arc::ptr_eq(&sampler.context, &kernel.program.context) {
+                return Err(CL_INVALID_SAMPLER);
+            }
+            return Ok((ArgKind::Sampler, sampler.handle(), Vec::new()));
+        }
         if kernel.arg_is_buffer(index) == Some(true) {
             // CL_INVALID_MEM_OBJECT for a buffer argument whose value is
             // not a valid memory object (a released one, say).

@@ -34,7 +34,7 @@ const MAP_FLAGS: cl_map_flags = CL_MAP_READ | CL_MAP_WRITE | CL_MAP_WRITE_INVALI
 
 /// An event for a command done without a device command of its own: a
 /// marker after the wait list.
-fn marker(queue: &Arc<Cl<Queue>>, wait: Vec<u64>, event: u64) -> ClResult<()> {
+pub(crate) fn marker(queue: &Arc<Cl<Queue>>, wait: Vec<u64>, event: u64) -> ClResult<()> {
     if event == 0 && wait.is_empty() {
         return Ok(());
     }
@@ -67,6 +67,11 @@ fn enqueue_map_buffer(
     event: *mut cl_event,
 ) -> ClResult<*mut c_void> {
     let (queue, mem) = queue_and_mem(queue, buffer)?;
+    // CL_INVALID_MEM_OBJECT if buffer is not a buffer (images map with
+    // clEnqueueMapImage).
+    if mem.image.is_some() {
+        return Err(CL_INVALID_MEM_OBJECT);
+    }
     let (offset, size) = (offset as u64, size as u64);
     // CL_INVALID_VALUE if the region (offset, size) is out of bounds, size
     // is 0, or map_flags are not valid (WRITE_INVALIDATE_REGION excludes
@@ -132,6 +137,7 @@ fn enqueue_map_buffer(
         size,
         flags,
         area,
+        image: None,
     });
     staged::keep(new_event.publish(&queue));
     // The map is complete on return, blocking or not (unless staged).
@@ -168,6 +174,9 @@ fn enqueue_unmap_mem_object(
         staged::forget_target(mapping.ptr);
     }
     let new_event = NewEvent::new(event, CL_COMMAND_UNMAP_MEM_OBJECT)?;
+    if let Some(image) = &mapping.image {
+        return crate::api::image::unmap_image(&queue, &mem, &mapping, image, wait, new_event);
+    }
     if mapping.writes_back() {
         let source: &[u8] = match &mapping.area {
             // SAFETY: the area holds `size` bytes and stays alive (owned by

@@ -28,7 +28,6 @@ status_entry! {
     fn clGetMemObjectInfo(memobj: cl_mem, param_name: cl_mem_info, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut usize) => get_mem_object_info;
     fn clSetMemObjectDestructorCallback(memobj: cl_mem, pfn_notify: Option<ObjectFn>, user_data: *mut c_void) => set_mem_object_destructor_callback;
     fn clGetPipeInfo(pipe: cl_mem, param_name: cl_pipe_info, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut usize) => get_pipe_info;
-    fn clGetSupportedImageFormats(context: cl_context, flags: cl_mem_flags, image_type: cl_mem_object_type, num_entries: cl_uint, image_formats: *mut cl_image_format, num_image_formats: *mut cl_uint) => get_supported_image_formats;
 }
 
 fn create_buffer(
@@ -133,8 +132,8 @@ fn create_sub_buffer(
     create_info: *const c_void,
 ) -> ClResult<cl_mem> {
     let parent = Cl::<Mem>::get(buffer)?;
-    // CL_INVALID_MEM_OBJECT if buffer is a sub-buffer object.
-    if parent.parent.is_some() {
+    // CL_INVALID_MEM_OBJECT if buffer is a sub-buffer object (or an image).
+    if parent.parent.is_some() || parent.image.is_some() {
         return Err(CL_INVALID_MEM_OBJECT);
     }
     // CL_INVALID_VALUE if the flags conflict with the parent's, or
@@ -197,6 +196,9 @@ fn get_mem_object_info(
     size_ret: *mut usize,
 ) -> ClResult<()> {
     let mem = Cl::<Mem>::get(mem)?;
+    if let Some(bytes) = crate::api::image::mem_info(&mem, param)? {
+        return write_info(&bytes, size, value, size_ret);
+    }
     let bytes = match param {
         CL_MEM_TYPE => info::u32(CL_MEM_OBJECT_BUFFER),
         CL_MEM_FLAGS => info::u64(mem.flags),
@@ -247,24 +249,5 @@ fn set_mem_object_destructor_callback(
         pfn,
         data: RawPtr::new(user_data),
     });
-    Ok(())
-}
-
-/// Images are not forwarded: a valid query that finds no format.
-fn get_supported_image_formats(
-    context: cl_context,
-    flags: cl_mem_flags,
-    _image_type: cl_mem_object_type,
-    num_entries: cl_uint,
-    formats: *mut cl_image_format,
-    num_formats: *mut cl_uint,
-) -> ClResult<()> {
-    Cl::<Context>::get(context)?;
-    // CL_INVALID_VALUE if flags or image_type are not valid, or if
-    // num_entries is 0 and image_formats is not NULL.
-    if !check_flags(flags) || num_entries == 0 && !formats.is_null() {
-        return Err(CL_INVALID_VALUE);
-    }
-    crate::api::util::write(num_formats, 0);
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! The device: the backend's device as the application sees it. Values come
 //! from the backend once and are cached; a few are rewritten so the device
-//! describes what this library forwards (no images, no SVM, no pipes, no
+//! describes what this library forwards (no SVM, no pipes, no
 //! partitioning) and so the name shows the layering.
 
 use std::collections::HashMap;
@@ -33,10 +33,7 @@ const HIDDEN_EXTENSIONS: &[&str] = &[
     "cl_khr_external_",
     "cl_khr_semaphore",
     "cl_khr_image2d_from_buffer",
-    "cl_khr_depth_images",
     "cl_khr_mipmap_image",
-    "cl_khr_srgb_image_writes",
-    "cl_khr_3d_image_writes",
     "cl_khr_subgroups",
     "cl_khr_create_command_queue",
     "cl_khr_priority_hints",
@@ -54,31 +51,11 @@ const HIDDEN_EXTENSIONS: &[&str] = &[
 ];
 
 /// OpenCL C features that need host-API support this library lacks.
-const HIDDEN_FEATURES: &[&str] = &[
-    "__opencl_c_pipes",
-    "__opencl_c_device_enqueue",
-    "__opencl_c_images",
-    "__opencl_c_3d_image_writes",
-    "__opencl_c_read_write_images",
-];
+const HIDDEN_FEATURES: &[&str] = &["__opencl_c_pipes", "__opencl_c_device_enqueue"];
 
-/// Parameters answered as zero: images, pipes, device-side queues, SVM and
+/// Parameters answered as zero: pipes, device-side queues, SVM and
 /// partitioning are not forwarded.
 const ZERO_PARAMS: &[cl_device_info] = &[
-    CL_DEVICE_IMAGE_SUPPORT,
-    CL_DEVICE_MAX_READ_IMAGE_ARGS,
-    CL_DEVICE_MAX_WRITE_IMAGE_ARGS,
-    CL_DEVICE_MAX_READ_WRITE_IMAGE_ARGS,
-    CL_DEVICE_IMAGE2D_MAX_WIDTH,
-    CL_DEVICE_IMAGE2D_MAX_HEIGHT,
-    CL_DEVICE_IMAGE3D_MAX_WIDTH,
-    CL_DEVICE_IMAGE3D_MAX_HEIGHT,
-    CL_DEVICE_IMAGE3D_MAX_DEPTH,
-    CL_DEVICE_IMAGE_MAX_BUFFER_SIZE,
-    CL_DEVICE_IMAGE_MAX_ARRAY_SIZE,
-    CL_DEVICE_IMAGE_PITCH_ALIGNMENT,
-    CL_DEVICE_IMAGE_BASE_ADDRESS_ALIGNMENT,
-    CL_DEVICE_MAX_SAMPLERS,
     CL_DEVICE_SVM_CAPABILITIES,
     CL_DEVICE_PIPE_SUPPORT,
     CL_DEVICE_MAX_PIPE_ARGS,

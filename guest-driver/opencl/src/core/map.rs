@@ -50,6 +50,15 @@ pub struct Mapping {
     /// The area, unless the pointer is the application's own
     /// (`CL_MEM_USE_HOST_PTR`).
     pub area: Option<MapArea>,
+    /// For an image: the mapped region and how it lies at `ptr`.
+    pub image: Option<ImageMap>,
+}
+
+/// The region of an image mapping.
+pub struct ImageMap {
+    pub origin: [u64; 3],
+    pub region: [u64; 3],
+    pub layout: crate::core::image::HostLayout,
 }
 
 impl Mapping {

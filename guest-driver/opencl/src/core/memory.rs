@@ -31,6 +31,8 @@ pub struct Mem {
     /// Created by `clCreateBufferWithProperties` with a non-NULL (empty)
     /// property list.
     pub properties_listed: AtomicBool,
+    /// Set for images.
+    pub image: Option<Box<crate::core::image::ImageDesc>>,
 }
 
 kind!(
@@ -114,6 +116,15 @@ impl Mem {
             maps: Mutex::new(Vec::new()),
             destructors: Destructors::default(),
             properties_listed: AtomicBool::new(false),
+            image: None,
+        }
+    }
+
+    /// The same object as an image.
+    pub fn with_image(self, image: crate::core::image::ImageDesc) -> Mem {
+        Mem {
+            image: Some(Box::new(image)),
+            ..self
         }
     }
 

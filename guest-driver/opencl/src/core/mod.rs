@@ -5,6 +5,7 @@ pub mod callback;
 pub mod context;
 pub mod device;
 pub mod event;
+pub mod image;
 pub mod include;
 pub mod info;
 pub mod kernel;

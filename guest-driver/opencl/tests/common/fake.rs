@@ -60,6 +60,16 @@ fn answer(request: &Request) -> Result<Vec<u8>, Status> {
             .collect(),
         (InfoTarget::Device, CL_DEVICE_MAX_COMPUTE_UNITS) => 7u32.to_le_bytes().to_vec(),
         (InfoTarget::Device, CL_DEVICE_IMAGE_SUPPORT) => 1u32.to_le_bytes().to_vec(),
+        (
+            InfoTarget::Device,
+            CL_DEVICE_IMAGE2D_MAX_WIDTH
+            | CL_DEVICE_IMAGE2D_MAX_HEIGHT
+            | CL_DEVICE_IMAGE3D_MAX_WIDTH
+            | CL_DEVICE_IMAGE3D_MAX_HEIGHT
+            | CL_DEVICE_IMAGE3D_MAX_DEPTH
+            | CL_DEVICE_IMAGE_MAX_ARRAY_SIZE
+            | CL_DEVICE_IMAGE_MAX_BUFFER_SIZE,
+        ) => 1024u64.to_le_bytes().to_vec(),
         (InfoTarget::Device, CL_DEVICE_EXTENSIONS) => {
             text("cl_khr_fp64 cl_khr_gl_sharing cl_khr_icd")
         }
