@@ -1,6 +1,6 @@
 /*
  * procdump: what the real driver's cuGetProcAddress answers, for every name
- * in NAMES (one a line), every CUDA version from 9000 to 13200 in steps of
+ * in NAMES (one a line), every CUDA version from 0 to 13200 in steps of
  * 10 and the flags 0 (DEFAULT), 1 (LEGACY_STREAM) and 2
  * (PER_THREAD_DEFAULT_STREAM). The reference vgpu's table is built from.
  *
@@ -144,7 +144,7 @@ int main(int argc, char **argv)
 			printf("%s %llu", name, flags);
 			prev[0] = 0;
 			int ndiff = 0;
-			for (int v = 9000; v <= 13200; v += 10) {
+			for (int v = 0; v <= 13200; v += 10) {
 				void *pfn = NULL;
 				int st = -1;
 				CUresult r = gpa2(name, &pfn, v, flags, &st);

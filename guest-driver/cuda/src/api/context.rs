@@ -123,9 +123,25 @@ entry! {
     }
 }
 
+/// The context a `_v2` call names, or the current one for NULL (CUDA 13).
+fn named_or_current(ctx: Handle) -> CuResult<u64> {
+    match handle(ctx) {
+        0 => require_context(),
+        ctx => Ok(ctx),
+    }
+}
+
 entry! {
-    fn cuCtxGetDevice(device: *mut CUdevice) | cuCtxGetDevice_v2 {
+    fn cuCtxGetDevice(device: *mut CUdevice) {
         known(require_context()?)?;
+        put(device, 0)
+    }
+}
+
+entry! {
+    /// CUDA 13's form: the device of `ctx`, or of the current context.
+    fn cuCtxGetDevice_v2(device: *mut CUdevice, ctx: Handle) {
+        known(named_or_current(ctx)?)?;
         put(device, 0)
     }
 }
@@ -138,19 +154,28 @@ entry! {
 
 entry! {
     fn cuCtxGetApiVersion(ctx: Handle, version: *mut c_uint) {
-        let ctx = match handle(ctx) {
-            0 => require_context()?,
-            ctx => ctx,
-        };
-        known(ctx)?;
+        known(named_or_current(ctx)?)?;
         put(version, 3020)
     }
 }
 
+fn synchronize(ctx: u64) -> CuResult<()> {
+    known(ctx)?;
+    rt()?
+        .call(Request::CuCtxSynchronize(CuCtxSynchronize { ctx }))
+        .map(drop)
+}
+
 entry! {
-    fn cuCtxSynchronize() | cuCtxSynchronize_v2 {
-        let ctx = require_context()?;
-        rt()?.call(Request::CuCtxSynchronize(CuCtxSynchronize { ctx })).map(drop)
+    fn cuCtxSynchronize() {
+        synchronize(require_context()?)
+    }
+}
+
+entry! {
+    /// CUDA 13's form: waits for `ctx`, or for the current context.
+    fn cuCtxSynchronize_v2(ctx: Handle) {
+        synchronize(named_or_current(ctx)?)
     }
 }
 
