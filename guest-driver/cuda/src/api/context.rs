@@ -10,6 +10,7 @@ use vgpu_protocol::messages::{
 };
 use vgpu_protocol::Request;
 
+use super::export;
 use crate::ffi::{entry, get, handle, put, put_opt, result, to_ptr, CUdevice, CuResult, Handle};
 use crate::runtime::{
     current_context, forget_context, lock, pop_context, push_context, require_context, rt,
@@ -84,6 +85,7 @@ entry! {
             return Err(result::ERROR_INVALID_CONTEXT);
         }
         forget_context(ctx);
+        export::context_gone(ctx);
         rt.defer(Request::CuCtxDestroy(CuCtxDestroy { ctx }))
     }
 }
@@ -222,6 +224,7 @@ entry! {
         if primary.refs == 0 {
             lock(&rt.contexts).remove(&primary.handle);
             forget_context(primary.handle);
+            export::context_gone(primary.handle);
             rt.defer(Request::CuPrimaryCtxRelease(CuPrimaryCtxRelease { device: device as u32 }))?;
         }
         Ok(())
@@ -236,6 +239,7 @@ entry! {
         if primary.refs > 0 {
             lock(&rt.contexts).remove(&primary.handle);
             forget_context(primary.handle);
+            export::context_gone(primary.handle);
             primary.refs = 0;
         }
         rt.defer(Request::CuPrimaryCtxReset(CuPrimaryCtxReset { device: device as u32 }))

@@ -15,7 +15,7 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use super::{context, device, error, event, launch, memory, module, stream, unsupported};
+use super::{context, device, error, event, export, launch, memory, module, stream, unsupported};
 use crate::ffi::{c_str, entry, put, put_opt, result, CUresult, CuResult};
 
 mod table;
@@ -149,6 +149,7 @@ pub fn implemented(symbol: &str) -> Option<*mut c_void> {
         "cuFuncSetCacheConfig" => module::cuFuncSetCacheConfig,
         "cuGetErrorName" => error::cuGetErrorName,
         "cuGetErrorString" => error::cuGetErrorString,
+        "cuGetExportTable" => export::cuGetExportTable,
         "cuGetProcAddress" => cuGetProcAddress,
         "cuGetProcAddress_v2" => cuGetProcAddress_v2,
         "cuInit" => device::cuInit,

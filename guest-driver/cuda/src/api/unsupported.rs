@@ -67,7 +67,7 @@ unsupported! {
     cuSignalExternalSemaphoresAsync, cuWaitExternalSemaphoresAsync, cuDestroyExternalSemaphore,
     cuOccupancyAvailableDynamicSMemPerBlock, cuOccupancyMaxPotentialClusterSize,
     cuOccupancyMaxActiveClusters, cuFuncSetSharedMemConfig, cuFuncSetBlockShape,
-    cuGetExportTable, cuProfilerStart, cuProfilerStop, cuProfilerInitialize,
+    cuProfilerStart, cuProfilerStop, cuProfilerInitialize,
     cuUserObjectCreate, cuCoredumpGetAttribute, cuCoredumpSetAttribute,
     cuGreenCtxCreate, cuDevResourceGenerateDesc, cuDeviceGetDevResource,
     cuLogsRegisterCallback, cuCheckpointProcessLock,
