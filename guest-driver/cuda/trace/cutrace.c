@@ -13,7 +13,10 @@
  * UUIDs, 32 hex digits, handed out unwrapped; default: the cudart interface
  * 6bd5fb6c... and integrity-check d4082055... tables, whose addresses cudart
  * hashes and compares with the driver's answer, so copies of them fail with
- * cudaErrorSoftwareValidityNotEstablished).
+ * cudaErrorSoftwareValidityNotEstablished). CUTRACE_HASH=1 wraps those two as
+ * well and answers the integrity check itself, with the hash (integrity.c)
+ * computed over the copies' addresses; it also checks that hash against the
+ * driver's own answer for the real addresses.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -23,7 +26,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include "integrity.h"
 
 typedef int CUresult;
 typedef struct {
@@ -319,6 +325,111 @@ static const void *wrap_table(struct table *t, int ti, const uint64_t *orig)
 	return t->copy;
 }
 
+/* The integrity check (see integrity.c). */
+static const unsigned char UUID_CUDART[16] = {0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a,
+					      0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9};
+static const unsigned char UUID_INTEGRITY[16] = {0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b,
+						 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2};
+typedef CUresult (*check_t)(uint32_t, uint64_t, uint64_t *);
+static const void *real_cudart_table, *copy_cudart_table, *real_integrity_table, *copy_integrity_table;
+static check_t real_check;
+struct check_call {
+	uint32_t version;
+	uint64_t seconds;
+	CUresult result;
+	uint64_t real[2], ours[2];
+	char match[96];
+	struct cutrace_integrity_in in; /* as the driver's answer was reproduced */
+	struct cutrace_device_info dev0;
+	int ndev;
+};
+static struct check_call checks[32];
+static int nchecks;
+
+static int device_infos(struct cutrace_device_info *out)
+{
+	CUresult (*count)(int *) = (CUresult(*)(int *))dlsym(real, "cuDeviceGetCount");
+	CUresult (*uuid)(void *, int) = (CUresult(*)(void *, int))dlsym(real, "cuDeviceGetUuid_v2");
+	CUresult (*attr)(int *, int, int) = (CUresult(*)(int *, int, int))dlsym(real, "cuDeviceGetAttribute");
+	int n = 0;
+	if (!count || !uuid || !attr || count(&n) != 0)
+		return 0;
+	for (int d = 0; d < n && d < CUTRACE_MAX_DEVICES; d++) {
+		memset(&out[d], 0, sizeof out[d]);
+		uuid(out[d].uuid, d);
+		attr(&out[d].pci_domain, 50, d); /* CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID */
+		attr(&out[d].pci_bus, 33, d);	 /* PCI_BUS_ID */
+		attr(&out[d].pci_device, 34, d); /* PCI_DEVICE_ID */
+	}
+	return n < CUTRACE_MAX_DEVICES ? n : CUTRACE_MAX_DEVICES;
+}
+
+/* Slot 1 of the integrity-check table, in place of the driver's. */
+static CUresult cutrace_check(uint32_t version, uint64_t seconds, uint64_t *out)
+{
+	uint64_t real_answer[2] = {0, 0};
+	CUresult r = real_check(version, seconds, real_answer);
+	struct cutrace_device_info dev[CUTRACE_MAX_DEVICES];
+	int ndev = device_infos(dev);
+	int (*drv)(int *) = (int (*)(int *))dlsym(real, "cuDriverGetVersion");
+	int driver = 0;
+	if (drv)
+		drv(&driver);
+	struct cutrace_integrity_in in = {
+		.version = version,
+		.process = (uint32_t)getpid(),
+		.cudart_table = real_cudart_table,
+		.integrity_table = real_integrity_table,
+		.check_fn = (const void *)real_check,
+		.seconds = seconds,
+	};
+	uint32_t threads[2] = {(uint32_t)pthread_self(), (uint32_t)syscall(SYS_gettid)};
+	const char *thread_names[2] = {"pthread_self", "gettid"};
+	char match[96] = "none";
+	uint32_t use_thread = threads[0], use_driver = (uint32_t)driver;
+	struct cutrace_integrity_in matched = in;
+	for (int t = 0; t < 2; t++) {
+		in.thread = threads[t];
+		in.driver_version = (uint32_t)driver;
+		uint64_t h[2];
+		cutrace_integrity_hash(&in, dev, ndev, h);
+		if (h[0] == real_answer[0] && h[1] == real_answer[1]) {
+			snprintf(match, sizeof match, "thread=%s driver=%d devices=%d", thread_names[t], driver, ndev);
+			use_thread = threads[t];
+			matched = in;
+		}
+	}
+	uint64_t ours[2] = {real_answer[0], real_answer[1]};
+	if (getenv("CUTRACE_HASH") && r == 0) {
+		in.thread = use_thread;
+		in.driver_version = use_driver;
+		in.cudart_table = copy_cudart_table;
+		in.integrity_table = copy_integrity_table;
+		in.check_fn = (const void *)cutrace_check;
+		cutrace_integrity_hash(&in, dev, ndev, ours);
+	}
+	if (out) {
+		out[0] = ours[0];
+		out[1] = ours[1];
+	}
+	pthread_mutex_lock(&lock);
+	if (nchecks < 32) {
+		struct check_call *c = &checks[nchecks++];
+		c->version = version;
+		c->seconds = seconds;
+		c->result = r;
+		memcpy(c->real, real_answer, sizeof c->real);
+		memcpy(c->ours, ours, sizeof c->ours);
+		snprintf(c->match, sizeof c->match, "%s", match);
+		c->in = matched;
+		c->ndev = ndev;
+		if (ndev > 0)
+			c->dev0 = dev[0];
+	}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
 CUresult cuGetExportTable(const void **pp, const CUuuid *id)
 {
 	CUresult r = real_get(pp, id);
@@ -345,8 +456,20 @@ CUresult cuGetExportTable(const void **pp, const CUuuid *id)
 				uuid_str(id, uu);
 				const char *skip = getenv("CUTRACE_NOWRAP_UUIDS");
 				if (!skip)
-					skip = "6bd5fb6c5bf4e74a8987d93912fd9df9,d4082055bde6704b8d34ba123c66e1f2";
+					skip = getenv("CUTRACE_HASH")
+						       ? ""
+						       : "6bd5fb6c5bf4e74a8987d93912fd9df9,d4082055bde6704b8d34ba123c66e1f2";
 				tables[i].wrapped = !getenv("CUTRACE_NOWRAP") && !strstr(skip, uu);
+			}
+			if (fresh && !memcmp(id, UUID_CUDART, 16)) {
+				real_cudart_table = *pp;
+				copy_cudart_table = tables[i].copy;
+			}
+			if (fresh && !memcmp(id, UUID_INTEGRITY, 16)) {
+				real_integrity_table = *pp;
+				copy_integrity_table = tables[i].copy;
+				real_check = (check_t)tables[i].orig[1];
+				tables[i].copy[1] = (uint64_t)cutrace_check;
 			}
 			if (tables[i].wrapped)
 				*pp = tables[i].copy;
@@ -397,6 +520,22 @@ __attribute__((destructor)) static void cutrace_fini(void)
 			else
 				fprintf(f, "  slot %d data 0x%llx\n", s, (unsigned long long)t->orig[s]);
 		}
+	}
+	fprintf(f, "\n[integrity] version seconds result driver-answer our-answer which-inputs-reproduce-the-driver\n");
+	for (int i = 0; i < nchecks; i++)
+		fprintf(f, "%u %llu %d %016llx%016llx %016llx%016llx %s\n", checks[i].version,
+			(unsigned long long)checks[i].seconds, checks[i].result, (unsigned long long)checks[i].real[0],
+			(unsigned long long)checks[i].real[1], (unsigned long long)checks[i].ours[0],
+			(unsigned long long)checks[i].ours[1], checks[i].match);
+	fprintf(f, "\n[integrity-inputs] per call: driver version process thread cudart-table integrity-table check-fn seconds; device 0 uuid domain bus device\n");
+	for (int i = 0; i < nchecks; i++) {
+		const struct cutrace_integrity_in *in = &checks[i].in;
+		char uu[33];
+		uuid_str((const CUuuid *)checks[i].dev0.uuid, uu);
+		fprintf(f, "%u %u %u %u %p %p %p %llu; %d devices; %s %d %d %d\n", in->driver_version, in->version,
+			in->process, in->thread, in->cudart_table, in->integrity_table, in->check_fn,
+			(unsigned long long)in->seconds, checks[i].ndev, uu, checks[i].dev0.pci_domain,
+			checks[i].dev0.pci_bus, checks[i].dev0.pci_device);
 	}
 	fprintf(f, "\n[calls] name count source (entry points called, most first)\n");
 	uint64_t (*rows)[2] = calloc((size_t)cutrace_direct_n + NTRAMP, sizeof *rows);

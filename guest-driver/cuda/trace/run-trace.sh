@@ -33,6 +33,7 @@ grep ^probe "$work/procaddr-dump.txt"
 fi
 echo "== build clients"
 nvcc -o vecadd_static clients/vecadd.cu && nvcc -cudart shared -o vecadd_shared clients/vecadd.cu
+export CUTRACE_HASH=${CUTRACE_HASH-1}
 traced() { # name limit command...
 	local name=$1 limit=$2; shift 2
 	echo "== $name traced"
