@@ -196,19 +196,29 @@ entry! {
     }
 }
 
+/// The primary context's handle, chosen once and kept for the process, as
+/// the driver keeps it: cudart asks for it (export table) before retaining.
+pub(crate) fn primary_handle(device: CUdevice) -> CuResult<Handle> {
+    let rt = rt()?;
+    rt.device(device)?;
+    let mut primary = lock(&rt.primary);
+    if primary.handle == 0 {
+        primary.handle = rt.new_handle();
+    }
+    Ok(to_ptr(primary.handle))
+}
+
 entry! {
     fn cuDevicePrimaryCtxRetain(pctx: *mut Handle, device: CUdevice) {
+        let ctx = handle(primary_handle(device)?);
         let rt = rt()?;
-        rt.device(device)?;
         let mut primary = lock(&rt.primary);
         if primary.refs == 0 {
-            let ctx = rt.new_handle();
             rt.defer(Request::CuPrimaryCtxRetain(CuPrimaryCtxRetain { ctx, device: device as u32 }))?;
             lock(&rt.contexts).insert(ctx, ContextInfo { flags: primary.flags });
-            primary.handle = ctx;
         }
         primary.refs += 1;
-        put(pctx, to_ptr(primary.handle))
+        put(pctx, to_ptr(ctx))
     }
 }
 

@@ -12,6 +12,7 @@ use crate::ffi::{entry, get, put, result, CUresult, CuResult};
 
 mod checks;
 mod cls;
+mod integrity;
 
 pub use cls::context_gone;
 
@@ -66,6 +67,8 @@ const fn uuid(text: &str) -> Uuid {
 pub const CONTEXT_LOCAL_STORAGE: Uuid = uuid("c693336e-1121-df11-a8c3-68f355d89593");
 pub const CONTEXT_CHECKS: Uuid = uuid("263e8860-7cd2-6143-92f6-bbd5006dfa7e");
 pub const TOOLS_RUNTIME_CALLBACK_HOOKS: Uuid = uuid("a094798c-2e74-2e74-93f2-0800200c0a66");
+pub const INTEGRITY_CHECK: Uuid = uuid("d4082055-bde6-704b-8d34-ba123c66e1f2");
+pub const CUDART_INTERFACE: Uuid = uuid("6bd5fb6c-5bf4-e74a-8987-d93912fd9df9");
 
 /// The table for `id`, if this library serves it.
 pub fn table(id: &Uuid) -> Option<*const c_void> {
@@ -73,6 +76,8 @@ pub fn table(id: &Uuid) -> Option<*const c_void> {
         CONTEXT_LOCAL_STORAGE => Some(cls::TABLE.0.as_ptr().cast()),
         CONTEXT_CHECKS => Some(checks::CONTEXT_CHECKS.0.as_ptr().cast()),
         TOOLS_RUNTIME_CALLBACK_HOOKS => Some(checks::TOOL_HOOKS.0.as_ptr().cast()),
+        INTEGRITY_CHECK => Some(integrity::INTEGRITY_CHECK.0.as_ptr().cast()),
+        CUDART_INTERFACE => Some(integrity::CUDART_INTERFACE.0.as_ptr().cast()),
         _ => None,
     }
 }
@@ -107,8 +112,8 @@ mod tests {
 
     #[test]
     fn unknown_table_is_an_invalid_value_with_a_null_table() {
-        // The cudart interface table: needed, not served yet.
-        let id = uuid("6bd5fb6c-5bf4-e74a-8987-d93912fd9df9");
+        // The tools' thread-local table: needed, not served yet.
+        let id = uuid("42d85a81-23f6-cb47-8298-f6e78a3aecdc");
         let mut out = 0xdead_beef_usize as *const c_void;
         // SAFETY: valid pointers to a table slot and a UUID.
         let code = unsafe { cuGetExportTable(&mut out, &id) };
@@ -125,6 +130,8 @@ mod tests {
             CONTEXT_LOCAL_STORAGE,
             CONTEXT_CHECKS,
             TOOLS_RUNTIME_CALLBACK_HOOKS,
+            INTEGRITY_CHECK,
+            CUDART_INTERFACE,
         ] {
             let mut out = std::ptr::null();
             // SAFETY: valid pointers to a table slot and a UUID.
