@@ -180,6 +180,7 @@ pub fn implemented(symbol: &str) -> Option<*mut c_void> {
         "cuMemsetD8_v2" => memory::cuMemsetD8_v2,
         "cuModuleGetFunction" => module::cuModuleGetFunction,
         "cuModuleGetGlobal_v2" => module::cuModuleGetGlobal_v2,
+        "cuModuleGetLoadingMode" => module::cuModuleGetLoadingMode,
         "cuModuleLoad" => module::cuModuleLoad,
         "cuModuleLoadData" => module::cuModuleLoadData,
         "cuModuleLoadDataEx" => module::cuModuleLoadDataEx,

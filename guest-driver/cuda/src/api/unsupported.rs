@@ -49,7 +49,7 @@ unsupported! {
     cuLinkCreate_v2, cuLinkAddData_v2, cuLinkAddFile_v2, cuLinkComplete, cuLinkDestroy,
     cuLibraryLoadData, cuLibraryLoadFromFile, cuLibraryGetKernel, cuLibraryGetModule,
     cuLibraryUnload, cuKernelGetFunction, cuKernelGetAttribute, cuKernelSetAttribute,
-    cuModuleGetTexRef, cuModuleGetSurfRef, cuModuleGetLoadingMode,
+    cuModuleGetTexRef, cuModuleGetSurfRef,
     cuModuleGetFunctionCount, cuModuleEnumerateFunctions,
     cuFuncGetModule, cuFuncGetName, cuFuncLoad, cuFuncIsLoaded,
     cuTexObjectCreate, cuTexObjectDestroy, cuSurfObjectCreate, cuSurfObjectDestroy,
