@@ -5,6 +5,12 @@
 //! reports flag bits that are never observably set (first output 0, second
 //! left alone) and slot 3 answers 0.
 //!
+//! Tools' thread-local state (`42d85a81-…`, 3 words): the size word and
+//! two functions; the traces show slot 2 called only in the CuPy and
+//! PyTorch runs, its meaning is unknown. Served as ZLUDA serves it, the
+//! size word alone: cudart checks the slots before calling them (through
+//! vgpu, vecadd goes on past this table; `traces/README.md`).
+//!
 //! Tool runtime-callback hooks (`a094798c-…`, 7 words): cudart calls slots
 //! 2 and 6 once each to get a driver-owned buffer and its size, where
 //! profiling tools register their runtime callbacks. With no tool attached
@@ -48,6 +54,8 @@ pub static CONTEXT_CHECKS: Table<15> = Table([
     NS,
     NS,
 ]);
+
+pub static TOOLS_TLS: Table<3> = Table([size_word::<3>(), std::ptr::null(), std::ptr::null()]);
 
 /// A zeroed buffer the tools' side of cudart may write into.
 struct HookBuffer<const N: usize>(UnsafeCell<[u8; N]>);

@@ -67,6 +67,7 @@ const fn uuid(text: &str) -> Uuid {
 pub const CONTEXT_LOCAL_STORAGE: Uuid = uuid("c693336e-1121-df11-a8c3-68f355d89593");
 pub const CONTEXT_CHECKS: Uuid = uuid("263e8860-7cd2-6143-92f6-bbd5006dfa7e");
 pub const TOOLS_RUNTIME_CALLBACK_HOOKS: Uuid = uuid("a094798c-2e74-2e74-93f2-0800200c0a66");
+pub const TOOLS_TLS: Uuid = uuid("42d85a81-23f6-cb47-8298-f6e78a3aecdc");
 pub const INTEGRITY_CHECK: Uuid = uuid("d4082055-bde6-704b-8d34-ba123c66e1f2");
 pub const CUDART_INTERFACE: Uuid = uuid("6bd5fb6c-5bf4-e74a-8987-d93912fd9df9");
 
@@ -76,6 +77,7 @@ pub fn table(id: &Uuid) -> Option<*const c_void> {
         CONTEXT_LOCAL_STORAGE => Some(cls::TABLE.0.as_ptr().cast()),
         CONTEXT_CHECKS => Some(checks::CONTEXT_CHECKS.0.as_ptr().cast()),
         TOOLS_RUNTIME_CALLBACK_HOOKS => Some(checks::TOOL_HOOKS.0.as_ptr().cast()),
+        TOOLS_TLS => Some(checks::TOOLS_TLS.0.as_ptr().cast()),
         INTEGRITY_CHECK => Some(integrity::INTEGRITY_CHECK.0.as_ptr().cast()),
         CUDART_INTERFACE => Some(integrity::CUDART_INTERFACE.0.as_ptr().cast()),
         _ => None,
@@ -112,8 +114,8 @@ mod tests {
 
     #[test]
     fn unknown_table_is_an_invalid_value_with_a_null_table() {
-        // The tools' thread-local table: needed, not served yet.
-        let id = uuid("42d85a81-23f6-cb47-8298-f6e78a3aecdc");
+        // The first table cudart asks for: refused, and cudart goes on.
+        let id = uuid("f8cff951-2146-8b4e-b9e2-fb469e7c0dd9");
         let mut out = 0xdead_beef_usize as *const c_void;
         // SAFETY: valid pointers to a table slot and a UUID.
         let code = unsafe { cuGetExportTable(&mut out, &id) };
@@ -130,6 +132,7 @@ mod tests {
             CONTEXT_LOCAL_STORAGE,
             CONTEXT_CHECKS,
             TOOLS_RUNTIME_CALLBACK_HOOKS,
+            TOOLS_TLS,
             INTEGRITY_CHECK,
             CUDART_INTERFACE,
         ] {
