@@ -22,7 +22,10 @@ pub const MAX_PARAM_BUFFER: usize = 32 * 1024;
 pub const DEVICE_ATTRIBUTE_COUNT: u32 = 160;
 
 /// An attribute the device does not answer, in `CuDeviceInfoReply::attributes`.
-pub const ATTRIBUTE_UNSUPPORTED: u64 = u64::MAX;
+/// No `int` attribute value widens to it: `u64::MAX`, the sentinel before,
+/// is -1, which `CU_DEVICE_ATTRIBUTE_NUMA_ID` reads on a GPU without a NUMA
+/// node (an H100 here), and cudart refused to start when that read failed.
+pub const ATTRIBUTE_UNSUPPORTED: u64 = i64::MIN as u64;
 
 /// Parameters of a kernel: `offset << 32 | size` per parameter.
 pub fn pack_param(offset: u32, size: u32) -> u64 {
@@ -393,6 +396,13 @@ mod tests {
         assert!(!check_image(ImageKind::Fatbin, &fatbin));
         let wrapper = FATBIN_WRAPPER_MAGIC.to_le_bytes();
         assert!(!check_image(ImageKind::Fatbin, &wrapper));
+    }
+
+    #[test]
+    fn no_int_attribute_value_reads_as_unsupported() {
+        for value in [-1i32, i32::MIN, i32::MAX, 0] {
+            assert_ne!(i64::from(value) as u64, ATTRIBUTE_UNSUPPORTED);
+        }
     }
 
     #[test]

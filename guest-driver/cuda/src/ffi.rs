@@ -17,8 +17,19 @@ pub type Handle = *mut c_void;
 /// A call's outcome inside the library.
 pub type CuResult<T> = Result<T, CUresult>;
 
+/// Installs the logger on the first call: silent unless `RUST_LOG` asks,
+/// so a program's own output never changes.
+fn start_logging() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let env = env_logger::Env::default().default_filter_or("off");
+        let _ = env_logger::Builder::from_env(env).try_init();
+    });
+}
+
 /// Runs an entry point's body.
 pub fn guard(name: &str, f: impl FnOnce() -> CuResult<()>) -> CUresult {
+    start_logging();
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => result::SUCCESS,
         Ok(Err(code)) => {

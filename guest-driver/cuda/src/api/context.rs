@@ -10,6 +10,7 @@ use vgpu_protocol::messages::{
 };
 use vgpu_protocol::Request;
 
+use super::export;
 use crate::ffi::{entry, get, handle, put, put_opt, result, to_ptr, CUdevice, CuResult, Handle};
 use crate::runtime::{
     current_context, forget_context, lock, pop_context, push_context, require_context, rt,
@@ -84,6 +85,7 @@ entry! {
             return Err(result::ERROR_INVALID_CONTEXT);
         }
         forget_context(ctx);
+        export::context_gone(ctx);
         rt.defer(Request::CuCtxDestroy(CuCtxDestroy { ctx }))
     }
 }
@@ -123,9 +125,25 @@ entry! {
     }
 }
 
+/// The context a `_v2` call names, or the current one for NULL (CUDA 13).
+fn named_or_current(ctx: Handle) -> CuResult<u64> {
+    match handle(ctx) {
+        0 => require_context(),
+        ctx => Ok(ctx),
+    }
+}
+
 entry! {
-    fn cuCtxGetDevice(device: *mut CUdevice) | cuCtxGetDevice_v2 {
+    fn cuCtxGetDevice(device: *mut CUdevice) {
         known(require_context()?)?;
+        put(device, 0)
+    }
+}
+
+entry! {
+    /// CUDA 13's form: the device of `ctx`, or of the current context.
+    fn cuCtxGetDevice_v2(device: *mut CUdevice, ctx: Handle) {
+        known(named_or_current(ctx)?)?;
         put(device, 0)
     }
 }
@@ -138,19 +156,28 @@ entry! {
 
 entry! {
     fn cuCtxGetApiVersion(ctx: Handle, version: *mut c_uint) {
-        let ctx = match handle(ctx) {
-            0 => require_context()?,
-            ctx => ctx,
-        };
-        known(ctx)?;
+        known(named_or_current(ctx)?)?;
         put(version, 3020)
     }
 }
 
+fn synchronize(ctx: u64) -> CuResult<()> {
+    known(ctx)?;
+    rt()?
+        .call(Request::CuCtxSynchronize(CuCtxSynchronize { ctx }))
+        .map(drop)
+}
+
 entry! {
-    fn cuCtxSynchronize() | cuCtxSynchronize_v2 {
-        let ctx = require_context()?;
-        rt()?.call(Request::CuCtxSynchronize(CuCtxSynchronize { ctx })).map(drop)
+    fn cuCtxSynchronize() {
+        synchronize(require_context()?)
+    }
+}
+
+entry! {
+    /// CUDA 13's form: waits for `ctx`, or for the current context.
+    fn cuCtxSynchronize_v2(ctx: Handle) {
+        synchronize(named_or_current(ctx)?)
     }
 }
 
@@ -169,19 +196,29 @@ entry! {
     }
 }
 
+/// The primary context's handle, chosen once and kept for the process, as
+/// the driver keeps it: cudart asks for it (export table) before retaining.
+pub(crate) fn primary_handle(device: CUdevice) -> CuResult<Handle> {
+    let rt = rt()?;
+    rt.device(device)?;
+    let mut primary = lock(&rt.primary);
+    if primary.handle == 0 {
+        primary.handle = rt.new_handle();
+    }
+    Ok(to_ptr(primary.handle))
+}
+
 entry! {
     fn cuDevicePrimaryCtxRetain(pctx: *mut Handle, device: CUdevice) {
+        let ctx = handle(primary_handle(device)?);
         let rt = rt()?;
-        rt.device(device)?;
         let mut primary = lock(&rt.primary);
         if primary.refs == 0 {
-            let ctx = rt.new_handle();
             rt.defer(Request::CuPrimaryCtxRetain(CuPrimaryCtxRetain { ctx, device: device as u32 }))?;
             lock(&rt.contexts).insert(ctx, ContextInfo { flags: primary.flags });
-            primary.handle = ctx;
         }
         primary.refs += 1;
-        put(pctx, to_ptr(primary.handle))
+        put(pctx, to_ptr(ctx))
     }
 }
 
@@ -197,6 +234,7 @@ entry! {
         if primary.refs == 0 {
             lock(&rt.contexts).remove(&primary.handle);
             forget_context(primary.handle);
+            export::context_gone(primary.handle);
             rt.defer(Request::CuPrimaryCtxRelease(CuPrimaryCtxRelease { device: device as u32 }))?;
         }
         Ok(())
@@ -211,6 +249,7 @@ entry! {
         if primary.refs > 0 {
             lock(&rt.contexts).remove(&primary.handle);
             forget_context(primary.handle);
+            export::context_gone(primary.handle);
             primary.refs = 0;
         }
         rt.defer(Request::CuPrimaryCtxReset(CuPrimaryCtxReset { device: device as u32 }))

@@ -8,7 +8,8 @@ use vgpu_protocol::cuda::ATTRIBUTE_UNSUPPORTED;
 use crate::ffi::{entry, put, put_c_string, result, CUdevice, CuResult};
 use crate::runtime::{init, rt, session};
 
-fn attribute(device: CUdevice, attribute: c_int) -> CuResult<c_int> {
+/// `cuDeviceGetAttribute`'s answer.
+pub(crate) fn attribute(device: CUdevice, attribute: c_int) -> CuResult<c_int> {
     let info = rt()?.device(device)?;
     let index = usize::try_from(attribute).map_err(|_| result::ERROR_INVALID_VALUE)?;
     match info.attributes.get(index) {
@@ -27,16 +28,35 @@ entry! {
     }
 }
 
+/// `cuDriverGetVersion`'s answer.
+pub(crate) fn driver_version() -> CuResult<c_int> {
+    let reported = session()?.init.driver_version;
+    Ok(c_int::try_from(reported).unwrap_or(c_int::MAX))
+}
+
+/// `cuDeviceGetCount`'s answer.
+pub(crate) fn device_count() -> CuResult<c_int> {
+    Ok(c_int::try_from(rt()?.init.device_count).unwrap_or(0))
+}
+
+/// `cuDeviceGetUuid`'s answer.
+pub(crate) fn uuid(device: CUdevice) -> CuResult<[u8; 16]> {
+    let info = rt()?.device(device)?;
+    let mut bytes = [0u8; 16];
+    let n = info.uuid.len().min(16);
+    bytes[..n].copy_from_slice(&info.uuid[..n]);
+    Ok(bytes)
+}
+
 entry! {
     fn cuDriverGetVersion(version: *mut c_int) {
-        let reported = session()?.init.driver_version;
-        put(version, c_int::try_from(reported).unwrap_or(c_int::MAX))
+        put(version, driver_version()?)
     }
 }
 
 entry! {
     fn cuDeviceGetCount(count: *mut c_int) {
-        put(count, c_int::try_from(rt()?.init.device_count).unwrap_or(0))
+        put(count, device_count()?)
     }
 }
 
@@ -57,12 +77,8 @@ entry! {
 }
 
 entry! {
-    fn cuDeviceGetUuid_v2(uuid: *mut [u8; 16], device: CUdevice) | cuDeviceGetUuid {
-        let info = rt()?.device(device)?;
-        let mut bytes = [0u8; 16];
-        let n = info.uuid.len().min(16);
-        bytes[..n].copy_from_slice(&info.uuid[..n]);
-        put(uuid, bytes)
+    fn cuDeviceGetUuid_v2(out: *mut [u8; 16], device: CUdevice) | cuDeviceGetUuid {
+        put(out, uuid(device)?)
     }
 }
 

@@ -7,6 +7,7 @@ pub mod context;
 pub mod device;
 pub mod error;
 pub mod event;
+pub mod export;
 pub mod launch;
 pub mod memory;
 pub mod module;

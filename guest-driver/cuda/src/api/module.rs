@@ -83,6 +83,28 @@ entry! {
     }
 }
 
+/// `CUmoduleLoadingMode`.
+const EAGER_LOADING: c_int = 1;
+const LAZY_LOADING: c_int = 2;
+
+/// The loading mode as the driver reports it: `CUDA_MODULE_LOADING=EAGER`
+/// or `LAZY`, lazy when unset (the default since CUDA 12.2). cudart asks
+/// before it loads its kernels; the backend receives whole images either way.
+fn loading_mode(setting: Option<&str>) -> c_int {
+    match setting {
+        Some(value) if value.eq_ignore_ascii_case("eager") => EAGER_LOADING,
+        _ => LAZY_LOADING,
+    }
+}
+
+entry! {
+    fn cuModuleGetLoadingMode(mode: *mut c_int) {
+        rt()?;
+        let setting = std::env::var("CUDA_MODULE_LOADING").ok();
+        put(mode, loading_mode(setting.as_deref()))
+    }
+}
+
 entry! {
     fn cuModuleUnload(module: Handle) {
         let rt = rt()?;
@@ -168,4 +190,17 @@ entry! {
 /// Parameter layout of a function, for tests and the launch path.
 pub fn function_layout(function: Handle) -> CuResult<Arc<FunctionInfo>> {
     rt()?.function(handle(function))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loading_mode_follows_cuda_module_loading_and_defaults_to_lazy() {
+        assert_eq!(loading_mode(None), LAZY_LOADING);
+        assert_eq!(loading_mode(Some("EAGER")), EAGER_LOADING);
+        assert_eq!(loading_mode(Some("lazy")), LAZY_LOADING);
+        assert_eq!(loading_mode(Some("bogus")), LAZY_LOADING);
+    }
 }
