@@ -1,8 +1,8 @@
 #!/bin/bash
 # Builds the Khronos OpenCL-CTS from a fetched copy and runs its suites
 # natively (PoCL through ocl-icd) and through vgpu (the guest ICD over the
-# loopback transport, against a backend on a temporary socket), one
-# sub-test per process under a timeout, and compares the two sides.
+# loopback transport, against a backend on a temporary socket), with a
+# timeout per sub-test, and compares the two sides.
 #
 #   integration/cts/run.sh CTS_SRC [--headers DIR] [--spirv DIR]
 #                          [--suites "test_api test_buffers ..."]
@@ -172,7 +172,8 @@ socket=$work/vgpu.sock
 backend_pid=
 start_backend() {
     rm -f "$socket"
-    "$backend" --socket "$socket" --log-level warn >> "$out/backend.log" 2>&1 &
+    POCL_CACHE_DIR="$work/cache-vgpu/pocl-backend" \
+        "$backend" --socket "$socket" --log-level warn >> "$out/backend.log" 2>&1 &
     backend_pid=$!
     for _ in $(seq 200); do
         [ -S "$socket" ] && return 0
@@ -206,7 +207,7 @@ timeout_s=${CTS_TIMEOUT:-300}
 } > "$out/meta.txt"
 
 # side NAME ICD_DIR EXPECTED_PLATFORM [ENV...]: every sub-test of every
-# suite, one process each; results in $out/NAME/SUITE.tsv (name, result,
+# suite (see runsuite.py); results in $out/NAME/SUITE.tsv (name, result,
 # seconds) and logs in $out/NAME/SUITE/TEST.log.
 side() {
     local name=$1 icd=$2 expected=$3
@@ -220,7 +221,7 @@ side() {
         exit 1
     fi
     mkdir -p "$out/$name"
-    local entry suite patterns bin tests t log rc result start secs
+    local entry suite patterns bin tests t
     for entry in $suites; do
         suite=${entry%%:*}
         patterns=
@@ -231,6 +232,7 @@ side() {
         : > "$out/$name/$suite.tsv"
         # --list needs no device; names are one per line, tab-indented.
         tests=$(cd "$(dirname "$bin")" && "$bin" --list 2>/dev/null | sed -n 's/^\t//p')
+        local selected=()
         for t in $tests; do
             if [ -n "$patterns" ]; then
                 local match=0 p
@@ -240,37 +242,21 @@ side() {
                 done
                 [ "$match" = 1 ] || continue
             fi
-            log=$out/$name/$suite/$t.log
-            rm -f "$work/result.json"
-            start=$(date +%s)
-            # A fresh cache per side (PoCL's kernel cache), the suite's own
-            # folder as working directory (some suites read files there).
-            rc=0
-            (cd "$(dirname "$bin")" && env OCL_ICD_VENDORS="$icd" \
-                XDG_CACHE_HOME="$work/cache-$name" POCL_CACHE_DIR="$work/cache-$name/pocl" \
-                CL_CONFORMANCE_RESULTS_FILENAME="$work/result.json" "$@" \
-                timeout -k 10 "$timeout_s" "$bin" "$t" > "$log" 2>&1) || rc=$?
-            secs=$(( $(date +%s) - start ))
-            if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-                result=hung
-            elif [ -f "$work/result.json" ]; then
-                result=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; print(r.get(sys.argv[2], "absent"))' "$work/result.json" "$t" 2>/dev/null || echo crashed)
-                # The harness writes "pass" for a test it did not run when
-                # the suite's own setup fails: trust the exit status too.
-                [ "$result" = pass ] && [ "$rc" != 0 ] && result=fail
-            elif [ "$rc" = 0 ]; then
-                # Suites that skip themselves during setup write no results.
-                if grep -q -i 'skip' "$log"; then result=skip; else result=pass; fi
-            else
-                result=crashed
-            fi
-            printf '%s\t%s\t%s\n' "$t" "$result" "$secs" >> "$out/$name/$suite.tsv"
-            if [ "$result" = hung ] && [ "$name" = vgpu ]; then
-                # A hung vgpu test may leave the backend busy: start afresh.
-                stop_backend
-                start_backend
-            fi
+            selected+=("$t")
         done
+        # One process for the suite's sub-tests, watched: a sub-test over
+        # the timeout is recorded as hung, one that kills the process as
+        # crashed, and the rest run in a new process. A fresh PoCL kernel
+        # cache per side.
+        env OCL_ICD_VENDORS="$icd" XDG_CACHE_HOME="$work/cache-$name" \
+            POCL_CACHE_DIR="$work/cache-$name/pocl" "$@" \
+            python3 "$here/runsuite.py" "$timeout_s" "$out/$name/$suite" \
+            "$out/$name/$suite.tsv" "$bin" "${selected[@]}"
+        if [ "$name" = vgpu ] && grep -q $'\thung\t' "$out/$name/$suite.tsv"; then
+            # A hung sub-test may leave the backend busy: start afresh.
+            stop_backend
+            start_backend
+        fi
         printf '%-22s %s\n' "$suite" "$(cut -f2 "$out/$name/$suite.tsv" | sort | uniq -c | awk '{printf "%s %s  ", $2, $1}')"
     done
 }
