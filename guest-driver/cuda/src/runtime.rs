@@ -176,9 +176,13 @@ impl Runtime {
     }
 }
 
-/// The calling thread's current context (0: none).
+/// The calling thread's current context (0: none, also while the thread's
+/// storage is being torn down: cudart releases its primary context from a
+/// thread-exit destructor).
 pub fn current_context() -> u64 {
-    CONTEXT_STACK.with(|s| s.borrow().last().copied().unwrap_or(0))
+    CONTEXT_STACK
+        .try_with(|s| s.borrow().last().copied().unwrap_or(0))
+        .unwrap_or(0)
 }
 
 /// The current context, which the call needs.
@@ -191,7 +195,7 @@ pub fn require_context() -> CuResult<u64> {
 
 /// `cuCtxSetCurrent`: replaces the top of the stack (0: pops it).
 pub fn set_current(ctx: u64) {
-    CONTEXT_STACK.with(|s| {
+    let _ = CONTEXT_STACK.try_with(|s| {
         let mut stack = s.borrow_mut();
         stack.pop();
         if ctx != 0 {
@@ -201,16 +205,20 @@ pub fn set_current(ctx: u64) {
 }
 
 pub fn push_context(ctx: u64) {
-    CONTEXT_STACK.with(|s| s.borrow_mut().push(ctx));
+    let _ = CONTEXT_STACK.try_with(|s| s.borrow_mut().push(ctx));
 }
 
 pub fn pop_context() -> Option<u64> {
-    CONTEXT_STACK.with(|s| s.borrow_mut().pop())
+    CONTEXT_STACK
+        .try_with(|s| s.borrow_mut().pop())
+        .ok()
+        .flatten()
 }
 
-/// Takes a destroyed context off this thread's stack.
+/// Takes a destroyed context off this thread's stack (if the thread still
+/// has one).
 pub fn forget_context(ctx: u64) {
-    CONTEXT_STACK.with(|s| s.borrow_mut().retain(|c| *c != ctx));
+    let _ = CONTEXT_STACK.try_with(|s| s.borrow_mut().retain(|c| *c != ctx));
 }
 
 /// Stream handles the application may pass for the NULL stream.

@@ -31,10 +31,19 @@ fn create(pctx: *mut Handle, flags: c_uint, device: CUdevice) -> CuResult<()> {
     put(pctx, to_ptr(ctx))
 }
 
+/// A context of this library: a created or retained one, or the primary
+/// context before its retain (the driver's primary context exists from the
+/// start; cudart names it before retaining it).
 fn known(ctx: u64) -> CuResult<ContextInfo> {
     let rt = rt()?;
     if let Some(info) = lock(&rt.contexts).get(&ctx) {
         return Ok(*info);
+    }
+    let primary = lock(&rt.primary);
+    if ctx != 0 && ctx == primary.handle {
+        return Ok(ContextInfo {
+            flags: primary.flags,
+        });
     }
     Err(result::ERROR_INVALID_CONTEXT)
 }

@@ -6,10 +6,10 @@
 //! left alone) and slot 3 answers 0.
 //!
 //! Tools' thread-local state (`42d85a81-…`, 3 words): the size word and
-//! two functions; the traces show slot 2 called only in the CuPy and
-//! PyTorch runs, its meaning is unknown. Served as ZLUDA serves it, the
-//! size word alone: cudart checks the slots before calling them (through
-//! vgpu, vecadd goes on past this table; `traces/README.md`).
+//! two functions whose meaning is unknown; the traces show slot 2 called
+//! in the CuPy and PyTorch runs. ZLUDA serves NULL slots, but through vgpu
+//! PyTorch then crashed (cudart calls them), so here they answer
+//! `CUDA_ERROR_NOT_SUPPORTED`, which cudart tolerates: it goes on.
 //!
 //! Tool runtime-callback hooks (`a094798c-…`, 7 words): cudart calls slots
 //! 2 and 6 once each to get a driver-owned buffer and its size, where
@@ -55,7 +55,7 @@ pub static CONTEXT_CHECKS: Table<15> = Table([
     NS,
 ]);
 
-pub static TOOLS_TLS: Table<3> = Table([size_word::<3>(), std::ptr::null(), std::ptr::null()]);
+pub static TOOLS_TLS: Table<3> = Table([size_word::<3>(), NS, NS]);
 
 /// A zeroed buffer the tools' side of cudart may write into.
 struct HookBuffer<const N: usize>(UnsafeCell<[u8; N]>);
