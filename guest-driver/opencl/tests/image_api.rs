@@ -14,6 +14,7 @@ use opencl_sys::*;
 use vgpu_opencl::api::context::*;
 use vgpu_opencl::api::device::*;
 use vgpu_opencl::api::image::*;
+use vgpu_opencl::api::image_enqueue::*;
 use vgpu_opencl::api::memory::*;
 use vgpu_opencl::api::platform::*;
 use vgpu_opencl::api::queue::*;
