@@ -2,8 +2,9 @@
 //! host data as buffers take it, the initial pixels packed by
 //! `core::pixels`) and info. Commands on images are in `image_enqueue`.
 
+use std::collections::BTreeMap;
 use std::ffi::c_void;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use opencl_sys::*;
 use vgpu_protocol::image as img;
@@ -63,19 +64,7 @@ fn get_supported_image_formats(
     {
         return Err(CL_INVALID_VALUE);
     }
-    let query = GetImageFormats {
-        context: context.handle(),
-        flags,
-        image_type,
-    };
-    let reply = platform::client()?.call(query.into()).map_err(|s| s.0)?;
-    let found: Vec<cl_image_format> = reply
-        .chunks_exact(8)
-        .map(|pair| cl_image_format {
-            image_channel_order: u32::from_le_bytes([pair[0], pair[1], pair[2], pair[3]]),
-            image_channel_data_type: u32::from_le_bytes([pair[4], pair[5], pair[6], pair[7]]),
-        })
-        .collect();
+    let found = device_formats(&context, flags, image_type)?;
     if !formats.is_null() {
         for (i, format) in found.iter().take(num_entries as usize).enumerate() {
             crate::api::util::write(formats.wrapping_add(i), *format);
@@ -83,6 +72,55 @@ fn get_supported_image_formats(
     }
     crate::api::util::write(num_formats, found.len() as cl_uint);
     Ok(())
+}
+
+/// Formats (order, type) the device supports for `flags` and `image_type`,
+/// asked once per context and key.
+fn device_formats(
+    context: &Cl<Context>,
+    flags: cl_mem_flags,
+    image_type: cl_mem_object_type,
+) -> ClResult<Vec<cl_image_format>> {
+    type Key = (u64, cl_mem_flags, cl_mem_object_type);
+    static CACHE: Mutex<BTreeMap<Key, Vec<(u32, u32)>>> = Mutex::new(BTreeMap::new());
+    let key = (context.handle(), flags, image_type);
+    let cached = CACHE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&key)
+        .cloned();
+    let pairs = match cached {
+        Some(pairs) => pairs,
+        None => {
+            let query = GetImageFormats {
+                context: context.handle(),
+                flags,
+                image_type,
+            };
+            let reply = platform::client()?.call(query.into()).map_err(|s| s.0)?;
+            let pairs: Vec<(u32, u32)> = reply
+                .chunks_exact(8)
+                .map(|p| {
+                    (
+                        u32::from_le_bytes([p[0], p[1], p[2], p[3]]),
+                        u32::from_le_bytes([p[4], p[5], p[6], p[7]]),
+                    )
+                })
+                .collect();
+            CACHE
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key, pairs.clone());
+            pairs
+        }
+    };
+    Ok(pairs
+        .into_iter()
+        .map(|(order, data_type)| cl_image_format {
+            image_channel_order: order,
+            image_channel_data_type: data_type,
+        })
+        .collect())
 }
 
 /// Checks a descriptor against the spec and the device's limits; returns
@@ -202,6 +240,18 @@ fn create_image(
     let desc: cl_image_desc = read(desc).map_err(|_| CL_INVALID_IMAGE_DESCRIPTOR)?;
     let (dims, array_size) = check_desc(&context, &desc, elem)?;
     let ty = desc.image_type;
+    // CL_IMAGE_FORMAT_NOT_SUPPORTED if the format is not supported for
+    // these access flags and this type: answered now, as natively, not at
+    // the next synchronization point.
+    let access = flags
+        & (CL_MEM_READ_WRITE | CL_MEM_READ_ONLY | CL_MEM_WRITE_ONLY | CL_MEM_KERNEL_READ_AND_WRITE);
+    let supported = device_formats(&context, access, ty)?;
+    if !supported.iter().any(|f| {
+        (f.image_channel_order, f.image_channel_data_type)
+            == (format.image_channel_order, format.image_channel_data_type)
+    }) {
+        return Err(CL_IMAGE_FORMAT_NOT_SUPPORTED);
+    }
     // A 1D buffer image takes a buffer (not an image) large enough; other
     // types take none (2D images from buffers are not forwarded).
     let buffer = if ty == CL_MEM_OBJECT_IMAGE1D_BUFFER {
