@@ -122,6 +122,11 @@ fn hostile_image_messages_are_refused_and_the_session_goes_on() {
             Status::INVALID_IMAGE_SIZE,
         ),
         (
+            "larger than the vGPU's largest allocation",
+            image(26, RGBA, image_type::IMAGE3D, [2048, 2048, 2048]),
+            Status::INVALID_IMAGE_SIZE,
+        ),
+        (
             "not an image type",
             image(22, RGBA, 0x10F0, [4, 4, 0]),
             Status::INVALID_VALUE,

@@ -327,7 +327,7 @@ fn operation(u: &mut Unstructured<'_>, model: &Model) -> Result<Request> {
     let event = |u: &mut Unstructured<'_>| -> Result<u64> {
         Ok(if u.ratio(1u8, 2)? { 0 } else { handle(u)? })
     };
-    Ok(match u.int_in_range(0u8..=44)? {
+    Ok(match u.int_in_range(0u8..=46)? {
         0 | 1 => CreateContext {
             context: handle(u)?,
             properties: context_properties(u)?,
@@ -582,6 +582,10 @@ fn operation(u: &mut Unstructured<'_>, model: &Model) -> Result<Request> {
             .into(),
         },
         42 | 43 => get_info(u)?.into(),
+        44 | 45 => {
+            let (wait, event) = (wait(u)?, event(u)?);
+            image_operation(u, wait, event)?
+        }
         _ => match u.int_in_range(0u8..=5)? {
             0 => SessionStats {}.into(),
             1 => Ping {}.into(),
@@ -612,6 +616,129 @@ fn operation(u: &mut Unstructured<'_>, model: &Model) -> Result<Request> {
     })
 }
 
+/// Image and sampler calls: real formats and small images mostly, hostile
+/// geometry (origins and regions near the limits) often.
+fn image_operation(u: &mut Unstructured<'_>, wait: Vec<u64>, event: u64) -> Result<Request> {
+    // RGBA FLOAT, R UINT8, RGB 565, an unknown order.
+    let (order, data_type) = pick(
+        u,
+        &[
+            (0x10B5, 0x10DE),
+            (0x10B0, 0x10DA),
+            (0x10B4, 0x10D4),
+            (0x1234, 0x10DE),
+        ],
+    )?;
+    let geometry = [0, 1, 2, 3, 16, 4096, u64::MAX / 2, u64::MAX];
+    Ok(match u.int_in_range(0u8..=9)? {
+        0 | 1 => CreateImage {
+            mem: handle(u)?,
+            context: handle(u)?,
+            flags: mem_flags(u)?,
+            channel_order: order,
+            channel_type: data_type,
+            image_type: pick(u, &[0x10F1, 0x10F2, 0x10F3, 0x10F4, 0x10F5, 0x10F6, 0x10F0])?,
+            dims: triple(u, &[0, 1, 4, 16, 1 << 20, u64::MAX])?,
+            array_size: pick(u, &[0, 1, 3, u64::MAX])?,
+            buffer: if u.ratio(1u8, 4)? { handle(u)? } else { 0 },
+        }
+        .into(),
+        2 => InitImage {
+            mem: handle(u)?,
+            origin: triple(u, &geometry)?,
+            region: triple(u, &geometry)?,
+            data: data_ref(u)?,
+        }
+        .into(),
+        3 => EnqueueWriteImage {
+            queue: handle(u)?,
+            mem: handle(u)?,
+            origin: triple(u, &geometry)?,
+            region: triple(u, &geometry)?,
+            data: data_ref(u)?,
+            wait,
+            event,
+        }
+        .into(),
+        4 => EnqueueReadImage {
+            queue: handle(u)?,
+            mem: handle(u)?,
+            origin: triple(u, &geometry)?,
+            region: triple(u, &geometry)?,
+            data: data_ref(u)?,
+            wait,
+            event,
+        }
+        .into(),
+        5 => EnqueueCopyImage {
+            queue: handle(u)?,
+            src: handle(u)?,
+            dst: handle(u)?,
+            src_origin: triple(u, &geometry)?,
+            dst_origin: triple(u, &geometry)?,
+            region: triple(u, &geometry)?,
+            wait,
+            event,
+        }
+        .into(),
+        6 => EnqueueCopyImageToBuffer {
+            queue: handle(u)?,
+            src: handle(u)?,
+            dst: handle(u)?,
+            src_origin: triple(u, &geometry)?,
+            region: triple(u, &geometry)?,
+            dst_offset: offset(u)?,
+            wait,
+            event,
+        }
+        .into(),
+        7 => EnqueueCopyBufferToImage {
+            queue: handle(u)?,
+            src: handle(u)?,
+            dst: handle(u)?,
+            src_offset: offset(u)?,
+            dst_origin: triple(u, &geometry)?,
+            region: triple(u, &geometry)?,
+            wait,
+            event,
+        }
+        .into(),
+        8 => EnqueueFillImage {
+            queue: handle(u)?,
+            mem: handle(u)?,
+            color: bytes(u, 20)?,
+            origin: triple(u, &geometry)?,
+            region: triple(u, &geometry)?,
+            wait,
+            event,
+        }
+        .into(),
+        _ => match u.int_in_range(0u8..=1)? {
+            0 => CreateSampler {
+                sampler: handle(u)?,
+                context: handle(u)?,
+                properties: pick(
+                    u,
+                    &[
+                        &[][..],
+                        &[0x1152, 0, 0x1153, 0x1131, 0x1154, 0x1141][..],
+                        &[0x1234, 1][..],
+                        &[0x1152][..],
+                    ],
+                )?
+                .to_vec(),
+            }
+            .into(),
+            _ => GetImageFormats {
+                context: handle(u)?,
+                flags: mem_flags(u)?,
+                image_type: pick(u, &[0x10F1, 0x10F2, 0, u32::MAX])?,
+            }
+            .into(),
+        },
+    })
+}
+
 /// Whether a call may block until a user event is set.
 fn may_block(request: &Request) -> bool {
     match request {
@@ -626,6 +753,9 @@ fn may_block(request: &Request) -> bool {
                 | opcode::EnqueueWriteBuffer
                 | opcode::EnqueueReadBufferRect
                 | opcode::EnqueueWriteBufferRect
+                | opcode::InitImage
+                | opcode::EnqueueReadImage
+                | opcode::EnqueueWriteImage
         ),
     }
 }

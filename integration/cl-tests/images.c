@@ -30,7 +30,7 @@ static uint64_t sum = CLTEST_FNV_INIT;
 static void mix(const void *p, size_t n) { sum = cltest_fnv1a(sum, p, n); }
 
 /* Where PoCL accepts what the spec refuses (empty regions, short pitches,
- * unknown formats), vgpu refuses with the
+ * unknown or unsupported formats), vgpu refuses with the
  * spec's code: printed, not part of the checksum. */
 static void spec_code(cl_int got, cl_int want, const char *what)
 {
@@ -313,6 +313,9 @@ int main(int argc, char **argv)
     cl_image_format bad = { 0x1234, CL_FLOAT };
     clCreateImage(env.context, CL_MEM_READ_WRITE, &bad, &d2, NULL, &err);
     spec_code(err, CL_INVALID_IMAGE_FORMAT_DESCRIPTOR, "unknown channel order");
+    cl_image_format unsupported = { CL_DEPTH_STENCIL, CL_UNORM_INT24 };
+    clCreateImage(env.context, CL_MEM_READ_WRITE, &unsupported, &d2, NULL, &err);
+    spec_code(err, CL_IMAGE_FORMAT_NOT_SUPPORTED, "format the device lacks");
     cl_image_desc dhuge = { .image_type = CL_MEM_OBJECT_IMAGE2D, .image_width = (size_t)1 << 40,
                             .image_height = 4 };
     clCreateImage(env.context, CL_MEM_READ_WRITE, &fmt, &dhuge, NULL, &err);

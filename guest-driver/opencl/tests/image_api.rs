@@ -14,6 +14,7 @@ use opencl_sys::*;
 use vgpu_opencl::api::context::*;
 use vgpu_opencl::api::device::*;
 use vgpu_opencl::api::image::*;
+use vgpu_opencl::api::image_enqueue::*;
 use vgpu_opencl::api::memory::*;
 use vgpu_opencl::api::platform::*;
 use vgpu_opencl::api::queue::*;
@@ -229,6 +230,12 @@ fn hostile_geometry_is_refused_before_anything_is_sent() {
         };
         clCreateImage(c, CL_MEM_READ_WRITE, &bad, &desc, null_mut(), &mut err);
         assert_eq!(err, CL_INVALID_IMAGE_FORMAT_DESCRIPTOR);
+        let lacking = cl_image_format {
+            image_channel_order: CL_R,
+            image_channel_data_type: CL_FLOAT,
+        };
+        clCreateImage(c, CL_MEM_READ_WRITE, &lacking, &desc, null_mut(), &mut err);
+        assert_eq!(err, CL_IMAGE_FORMAT_NOT_SUPPORTED, "at once, not deferred");
         let huge = desc_2d(1 << 40, 4, 0);
         clCreateImage(c, CL_MEM_READ_WRITE, &RGBA8, &huge, null_mut(), &mut err);
         assert_eq!(err, CL_INVALID_IMAGE_SIZE);

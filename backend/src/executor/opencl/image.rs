@@ -276,6 +276,14 @@ impl OpenClSession {
             return Err(Status::INVALID_IMAGE_FORMAT_DESCRIPTOR);
         }
         let size = record.packed_size().ok_or(Status::INVALID_IMAGE_SIZE)?;
+        // One allocation the vGPU allows, whatever the device would try.
+        if self
+            .advertised
+            .as_ref()
+            .is_some_and(|p| size > p.max_mem_alloc_size)
+        {
+            return Err(Status::INVALID_IMAGE_SIZE);
+        }
         let buffer_raw = match &record.buffer {
             Some(buffer) if buffer.image.is_none() => buffer.raw,
             Some(_) => return Err(Status::INVALID_IMAGE_DESCRIPTOR),

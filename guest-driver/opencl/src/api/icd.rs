@@ -14,6 +14,7 @@ use crate::api::device::*;
 use crate::api::enqueue::*;
 use crate::api::event::*;
 use crate::api::image::*;
+use crate::api::image_enqueue::*;
 use crate::api::kernel::*;
 use crate::api::map::*;
 use crate::api::memory::*;

@@ -1,60 +1,37 @@
-//! Image entry points: formats, creation (every image type, with host
-//! data as buffers take it), info, reads, writes, copies, fills and maps.
-//!
-//! Pixels travel tightly packed in pieces of at most `PIECE_LIMIT` bytes;
-//! the application's pitches are applied here. A map reads the region into
-//! an area of this library (or the application's own memory for
-//! `CL_MEM_USE_HOST_PTR`) and an unmap writes it back, as for buffers.
+//! Image entry points: supported formats, creation (every image type, with
+//! host data as buffers take it, the initial pixels packed by
+//! `core::pixels`) and info. Commands on images are in `image_enqueue`.
 
+use std::collections::BTreeMap;
 use std::ffi::c_void;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use opencl_sys::*;
 use vgpu_protocol::image as img;
-use vgpu_protocol::messages::{
-    CreateImage, EnqueueCopyBufferToImage, EnqueueCopyImage, EnqueueCopyImageToBuffer,
-    EnqueueFillImage, EnqueueReadImage, EnqueueWriteImage, GetImageFormats, InitImage,
-};
-use vgpu_protocol::{InfoTarget, Request};
+use vgpu_protocol::messages::{CreateImage, GetImageFormats};
+use vgpu_protocol::InfoTarget;
 
 use crate::api::entry::{object_entry, status_entry};
-use crate::api::map::marker;
-use crate::api::transfer::{finish_blocking, queue_and_mem};
-use crate::api::util::{
-    bytes, bytes_mut, properties, read, triple, wait_list, write_info, NewEvent,
-};
+use crate::api::util::{bytes, properties, read, write_info};
 use crate::core::context::Context;
-use crate::core::image::{HostLayout, ImageDesc};
+use crate::core::image::ImageDesc;
 use crate::core::info;
-use crate::core::map::{ImageMap, MapArea, Mapping};
 use crate::core::memory::{check_flags, Mem, HOST_ACCESS};
 use crate::core::object::{Cl, ClResult, RawPtr};
+use crate::core::pixels::{move_pixels, Host, Target};
 use crate::core::platform;
-use crate::core::queue::Queue;
-use crate::core::rect::{pieces, Layout};
-use crate::core::sync;
 
 object_entry! {
     fn clCreateImage(context: cl_context, flags: cl_mem_flags, image_format: *const cl_image_format, image_desc: *const cl_image_desc, host_ptr: *mut c_void) -> cl_mem => create_image;
     fn clCreateImageWithProperties(context: cl_context, properties: *const cl_mem_properties, flags: cl_mem_flags, image_format: *const cl_image_format, image_desc: *const cl_image_desc, host_ptr: *mut c_void) -> cl_mem => create_image_with_properties;
     fn clCreateImage2D(context: cl_context, flags: cl_mem_flags, image_format: *const cl_image_format, image_width: usize, image_height: usize, image_row_pitch: usize, host_ptr: *mut c_void) -> cl_mem => create_image_2d;
     fn clCreateImage3D(context: cl_context, flags: cl_mem_flags, image_format: *const cl_image_format, image_width: usize, image_height: usize, image_depth: usize, image_row_pitch: usize, image_slice_pitch: usize, host_ptr: *mut c_void) -> cl_mem => create_image_3d;
-    fn clEnqueueMapImage(command_queue: cl_command_queue, image: cl_mem, blocking_map: cl_bool, map_flags: cl_map_flags, origin: *const usize, region: *const usize, image_row_pitch: *mut usize, image_slice_pitch: *mut usize, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) -> *mut c_void => enqueue_map_image;
 }
 
 status_entry! {
     fn clGetSupportedImageFormats(context: cl_context, flags: cl_mem_flags, image_type: cl_mem_object_type, num_entries: cl_uint, image_formats: *mut cl_image_format, num_image_formats: *mut cl_uint) => get_supported_image_formats;
     fn clGetImageInfo(image: cl_mem, param_name: cl_image_info, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut usize) => get_image_info;
-    fn clEnqueueReadImage(command_queue: cl_command_queue, image: cl_mem, blocking_read: cl_bool, origin: *const usize, region: *const usize, row_pitch: usize, slice_pitch: usize, ptr: *mut c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_read_image;
-    fn clEnqueueWriteImage(command_queue: cl_command_queue, image: cl_mem, blocking_write: cl_bool, origin: *const usize, region: *const usize, input_row_pitch: usize, input_slice_pitch: usize, ptr: *const c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_write_image;
-    fn clEnqueueCopyImage(command_queue: cl_command_queue, src_image: cl_mem, dst_image: cl_mem, src_origin: *const usize, dst_origin: *const usize, region: *const usize, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_copy_image;
-    fn clEnqueueCopyImageToBuffer(command_queue: cl_command_queue, src_image: cl_mem, dst_buffer: cl_mem, src_origin: *const usize, region: *const usize, dst_offset: usize, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_copy_image_to_buffer;
-    fn clEnqueueCopyBufferToImage(command_queue: cl_command_queue, src_buffer: cl_mem, dst_image: cl_mem, src_offset: usize, dst_origin: *const usize, region: *const usize, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_copy_buffer_to_image;
-    fn clEnqueueFillImage(command_queue: cl_command_queue, image: cl_mem, fill_color: *const c_void, origin: *const usize, region: *const usize, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_fill_image;
 }
-
-/// Packed bytes of one message at most; well under any transport's chunk.
-const PIECE_LIMIT: u64 = 1 << 20;
 
 const IMAGE_TYPES: [cl_mem_object_type; 6] = [
     CL_MEM_OBJECT_IMAGE1D,
@@ -66,7 +43,7 @@ const IMAGE_TYPES: [cl_mem_object_type; 6] = [
 ];
 
 /// The image a memory object is: CL_INVALID_MEM_OBJECT for a buffer.
-fn image_of(mem: &Cl<Mem>) -> ClResult<&ImageDesc> {
+pub(crate) fn image_of(mem: &Cl<Mem>) -> ClResult<&ImageDesc> {
     mem.image.as_deref().ok_or(CL_INVALID_MEM_OBJECT)
 }
 
@@ -87,19 +64,7 @@ fn get_supported_image_formats(
     {
         return Err(CL_INVALID_VALUE);
     }
-    let query = GetImageFormats {
-        context: context.handle(),
-        flags,
-        image_type,
-    };
-    let reply = platform::client()?.call(query.into()).map_err(|s| s.0)?;
-    let found: Vec<cl_image_format> = reply
-        .chunks_exact(8)
-        .map(|pair| cl_image_format {
-            image_channel_order: u32::from_le_bytes([pair[0], pair[1], pair[2], pair[3]]),
-            image_channel_data_type: u32::from_le_bytes([pair[4], pair[5], pair[6], pair[7]]),
-        })
-        .collect();
+    let found = device_formats(&context, flags, image_type)?;
     if !formats.is_null() {
         for (i, format) in found.iter().take(num_entries as usize).enumerate() {
             crate::api::util::write(formats.wrapping_add(i), *format);
@@ -107,6 +72,55 @@ fn get_supported_image_formats(
     }
     crate::api::util::write(num_formats, found.len() as cl_uint);
     Ok(())
+}
+
+/// Formats (order, type) the device supports for `flags` and `image_type`,
+/// asked once per context and key.
+fn device_formats(
+    context: &Cl<Context>,
+    flags: cl_mem_flags,
+    image_type: cl_mem_object_type,
+) -> ClResult<Vec<cl_image_format>> {
+    type Key = (u64, cl_mem_flags, cl_mem_object_type);
+    static CACHE: Mutex<BTreeMap<Key, Vec<(u32, u32)>>> = Mutex::new(BTreeMap::new());
+    let key = (context.handle(), flags, image_type);
+    let cached = CACHE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&key)
+        .cloned();
+    let pairs = match cached {
+        Some(pairs) => pairs,
+        None => {
+            let query = GetImageFormats {
+                context: context.handle(),
+                flags,
+                image_type,
+            };
+            let reply = platform::client()?.call(query.into()).map_err(|s| s.0)?;
+            let pairs: Vec<(u32, u32)> = reply
+                .chunks_exact(8)
+                .map(|p| {
+                    (
+                        u32::from_le_bytes([p[0], p[1], p[2], p[3]]),
+                        u32::from_le_bytes([p[4], p[5], p[6], p[7]]),
+                    )
+                })
+                .collect();
+            CACHE
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key, pairs.clone());
+            pairs
+        }
+    };
+    Ok(pairs
+        .into_iter()
+        .map(|(order, data_type)| cl_image_format {
+            image_channel_order: order,
+            image_channel_data_type: data_type,
+        })
+        .collect())
 }
 
 /// Checks a descriptor against the spec and the device's limits; returns
@@ -226,6 +240,18 @@ fn create_image(
     let desc: cl_image_desc = read(desc).map_err(|_| CL_INVALID_IMAGE_DESCRIPTOR)?;
     let (dims, array_size) = check_desc(&context, &desc, elem)?;
     let ty = desc.image_type;
+    // CL_IMAGE_FORMAT_NOT_SUPPORTED if the format is not supported for
+    // these access flags and this type: answered now, as natively, not at
+    // the next synchronization point.
+    let access = flags
+        & (CL_MEM_READ_WRITE | CL_MEM_READ_ONLY | CL_MEM_WRITE_ONLY | CL_MEM_KERNEL_READ_AND_WRITE);
+    let supported = device_formats(&context, access, ty)?;
+    if !supported.iter().any(|f| {
+        (f.image_channel_order, f.image_channel_data_type)
+            == (format.image_channel_order, format.image_channel_data_type)
+    }) {
+        return Err(CL_IMAGE_FORMAT_NOT_SUPPORTED);
+    }
     // A 1D buffer image takes a buffer (not an image) large enough; other
     // types take none (2D images from buffers are not forwarded).
     let buffer = if ty == CL_MEM_OBJECT_IMAGE1D_BUFFER {
@@ -444,564 +470,4 @@ pub(crate) fn mem_info(mem: &Cl<Mem>, param: cl_mem_info) -> ClResult<Option<Vec
         ),
         _ => return Ok(None),
     }))
-}
-
-/// What a pixel move talks to.
-enum Target {
-    /// Initial contents, outside any queue.
-    Init,
-    /// A command on `queue`, after `wait`; `event` on its last piece.
-    Queue {
-        queue: u64,
-        wait: Vec<u64>,
-        event: u64,
-        blocking: bool,
-    },
-}
-
-/// Application memory of a pixel move.
-enum Host<'a> {
-    From(&'a [u8]),
-    Into(&'a mut [u8]),
-}
-
-/// Moves `region` at `origin` of the image between the image and `host`
-/// (laid out by `layout`), in packed pieces.
-fn move_pixels(
-    mem: &Cl<Mem>,
-    image: &ImageDesc,
-    target: &Target,
-    origin: [u64; 3],
-    region: [u64; 3],
-    mut host: Host<'_>,
-    layout: HostLayout,
-) -> ClResult<()> {
-    let client = platform::client()?;
-    let elem = image.elem;
-    let packed_px = Layout {
-        origin: [0; 3],
-        row_pitch: region[0],
-        slice_pitch: region[0] * region[1],
-    };
-    let list = pieces(region, &packed_px, (PIECE_LIMIT / elem).max(1));
-    for (i, p) in list.iter().enumerate() {
-        let (first, last) = (i == 0, i + 1 == list.len());
-        let at = [0, 1, 2].map(|d| origin[d] + p.at[d]);
-        let len = img::packed_len(p.size, elem).ok_or(CL_INVALID_VALUE)? as usize;
-        let mut packed = vec![0u8; len];
-        // A chunk the client split further than a piece names no image, so
-        // the backend refuses it rather than misplacing pixels.
-        let handle = |chunk: u64| if chunk == 0 { mem.handle() } else { 0 };
-        match (&mut host, target) {
-            (Host::From(src), _) => {
-                gather(&layout, src, &mut packed, p.at, p.size)?;
-                let make = |data, chunk| -> Request {
-                    match target {
-                        Target::Init => InitImage {
-                            mem: handle(chunk),
-                            origin: at,
-                            region: p.size,
-                            data,
-                        }
-                        .into(),
-                        Target::Queue {
-                            queue, wait, event, ..
-                        } => EnqueueWriteImage {
-                            queue: *queue,
-                            mem: handle(chunk),
-                            origin: at,
-                            region: p.size,
-                            data,
-                            wait: if first { wait.clone() } else { Vec::new() },
-                            event: if last { *event } else { 0 },
-                        }
-                        .into(),
-                    }
-                };
-                let blocking = matches!(target, Target::Queue { blocking: true, .. });
-                if blocking {
-                    client.call_with_out(&packed, make).map(drop)
-                } else {
-                    client.defer_with_out(&packed, make)
-                }
-                .map_err(|s| s.0)?;
-            }
-            (
-                Host::Into(dst),
-                Target::Queue {
-                    queue, wait, event, ..
-                },
-            ) => {
-                client
-                    .call_with_in(&mut packed, |data, chunk| -> Request {
-                        EnqueueReadImage {
-                            queue: *queue,
-                            mem: handle(chunk),
-                            origin: at,
-                            region: p.size,
-                            data,
-                            wait: if first { wait.clone() } else { Vec::new() },
-                            event: if last { *event } else { 0 },
-                        }
-                        .into()
-                    })
-                    .map_err(|s| s.0)?;
-                scatter(&layout, dst, &packed, p.at, p.size)?;
-            }
-            (Host::Into(_), Target::Init) => return Err(CL_INVALID_OPERATION),
-        }
-    }
-    Ok(())
-}
-
-/// Rows of the piece `(at, size)` of the region, from `host` into `packed`.
-fn gather(
-    layout: &HostLayout,
-    host: &[u8],
-    packed: &mut [u8],
-    at: [u64; 3],
-    size: [u64; 3],
-) -> ClResult<()> {
-    let row = (size[0] * layout.elem) as usize;
-    for (n, chunk) in packed.chunks_exact_mut(row).enumerate() {
-        let (y, z) = (n as u64 % size[1], n as u64 / size[1]);
-        let start = layout.offset([at[0], at[1] + y, at[2] + z])? as usize;
-        chunk.copy_from_slice(host.get(start..start + row).ok_or(CL_INVALID_VALUE)?);
-    }
-    Ok(())
-}
-
-/// Rows of the piece `(at, size)` of the region, from `packed` into `host`.
-fn scatter(
-    layout: &HostLayout,
-    host: &mut [u8],
-    packed: &[u8],
-    at: [u64; 3],
-    size: [u64; 3],
-) -> ClResult<()> {
-    let row = (size[0] * layout.elem) as usize;
-    for (n, chunk) in packed.chunks_exact(row).enumerate() {
-        let (y, z) = (n as u64 % size[1], n as u64 / size[1]);
-        let start = layout.offset([at[0], at[1] + y, at[2] + z])? as usize;
-        host.get_mut(start..start + row)
-            .ok_or(CL_INVALID_VALUE)?
-            .copy_from_slice(chunk);
-    }
-    Ok(())
-}
-
-/// The origin and region of an image command, checked against the image.
-fn origin_region(
-    image: &ImageDesc,
-    origin: *const usize,
-    region: *const usize,
-) -> ClResult<([u64; 3], [u64; 3])> {
-    // CL_INVALID_VALUE if origin or region is NULL, or the region is out
-    // of bounds or has a 0 entry.
-    let (origin, region) = (triple(origin)?, triple(region)?);
-    image.check_region(origin, region)?;
-    Ok((origin, region))
-}
-
-fn enqueue_read_image(
-    queue: cl_command_queue,
-    image: cl_mem,
-    blocking: cl_bool,
-    origin: *const usize,
-    region: *const usize,
-    row_pitch: usize,
-    slice_pitch: usize,
-    ptr: *mut c_void,
-    num_events: cl_uint,
-    events: *const cl_event,
-    event: *mut cl_event,
-) -> ClResult<()> {
-    let (queue, mem) = queue_and_mem(queue, image)?;
-    let desc = image_of(&mem)?;
-    let (origin, region) = origin_region(desc, origin, region)?;
-    let layout = desc.host_layout(region, row_pitch as u64, slice_pitch as u64)?;
-    if ptr.is_null() {
-        return Err(CL_INVALID_VALUE);
-    }
-    let wait = wait_list(&queue, num_events, events)?;
-    // CL_INVALID_OPERATION if the image was created with
-    // CL_MEM_HOST_WRITE_ONLY or CL_MEM_HOST_NO_ACCESS.
-    if !mem.host_readable() {
-        return Err(CL_INVALID_OPERATION);
-    }
-    let new_event = NewEvent::new(event, CL_COMMAND_READ_IMAGE)?;
-    let host = bytes_mut(ptr, layout.extent(region)? as usize)?;
-    let target = Target::Queue {
-        queue: queue.handle(),
-        wait,
-        event: new_event.handle(),
-        blocking: true,
-    };
-    move_pixels(
-        &mem,
-        desc,
-        &target,
-        origin,
-        region,
-        Host::Into(host),
-        layout,
-    )?;
-    new_event.publish(&queue);
-    finish_blocking(blocking)
-}
-
-fn enqueue_write_image(
-    queue: cl_command_queue,
-    image: cl_mem,
-    blocking: cl_bool,
-    origin: *const usize,
-    region: *const usize,
-    row_pitch: usize,
-    slice_pitch: usize,
-    ptr: *const c_void,
-    num_events: cl_uint,
-    events: *const cl_event,
-    event: *mut cl_event,
-) -> ClResult<()> {
-    let (queue, mem) = queue_and_mem(queue, image)?;
-    let desc = image_of(&mem)?;
-    let (origin, region) = origin_region(desc, origin, region)?;
-    let layout = desc.host_layout(region, row_pitch as u64, slice_pitch as u64)?;
-    if ptr.is_null() {
-        return Err(CL_INVALID_VALUE);
-    }
-    let wait = wait_list(&queue, num_events, events)?;
-    // CL_INVALID_OPERATION if the image was created with
-    // CL_MEM_HOST_READ_ONLY or CL_MEM_HOST_NO_ACCESS.
-    if !mem.host_writable() {
-        return Err(CL_INVALID_OPERATION);
-    }
-    let new_event = NewEvent::new(event, CL_COMMAND_WRITE_IMAGE)?;
-    let host = bytes(ptr, layout.extent(region)? as usize)?;
-    let target = Target::Queue {
-        queue: queue.handle(),
-        wait,
-        event: new_event.handle(),
-        blocking: blocking != CL_FALSE,
-    };
-    move_pixels(
-        &mem,
-        desc,
-        &target,
-        origin,
-        region,
-        Host::From(host),
-        layout,
-    )?;
-    new_event.publish(&queue);
-    finish_blocking(blocking)
-}
-
-fn enqueue_copy_image(
-    queue: cl_command_queue,
-    src: cl_mem,
-    dst: cl_mem,
-    src_origin: *const usize,
-    dst_origin: *const usize,
-    region: *const usize,
-    num_events: cl_uint,
-    events: *const cl_event,
-    event: *mut cl_event,
-) -> ClResult<()> {
-    let (queue, src) = queue_and_mem(queue, src)?;
-    let dst = Cl::<Mem>::get(dst)?;
-    if !Arc::ptr_eq(&queue.context, &dst.context) {
-        return Err(CL_INVALID_CONTEXT);
-    }
-    let (si, di) = (image_of(&src)?, image_of(&dst)?);
-    // CL_IMAGE_FORMAT_MISMATCH if the images do not use the same format.
-    if (
-        si.format.image_channel_order,
-        si.format.image_channel_data_type,
-    ) != (
-        di.format.image_channel_order,
-        di.format.image_channel_data_type,
-    ) {
-        return Err(CL_IMAGE_FORMAT_MISMATCH);
-    }
-    let (src_origin, region) = origin_region(si, src_origin, region)?;
-    let dst_origin = triple(dst_origin)?;
-    di.check_region(dst_origin, region)?;
-    let wait = wait_list(&queue, num_events, events)?;
-    let new_event = NewEvent::new(event, CL_COMMAND_COPY_IMAGE)?;
-    let copy = EnqueueCopyImage {
-        queue: queue.handle(),
-        src: src.handle(),
-        dst: dst.handle(),
-        src_origin,
-        dst_origin,
-        region,
-        wait,
-        event: new_event.handle(),
-    };
-    platform::client()?.defer(copy.into()).map_err(|s| s.0)?;
-    new_event.publish(&queue);
-    Ok(())
-}
-
-/// The buffer of an image ⇄ buffer copy: CL_INVALID_MEM_OBJECT for an
-/// image; CL_INVALID_VALUE when `[offset, offset + len)` is out of it.
-fn copy_buffer(
-    queue: &Cl<Queue>,
-    buffer: cl_mem,
-    offset: usize,
-    len: u64,
-) -> ClResult<Arc<Cl<Mem>>> {
-    let buffer = Cl::<Mem>::get(buffer)?;
-    if !Arc::ptr_eq(&queue.context, &buffer.context) {
-        return Err(CL_INVALID_CONTEXT);
-    }
-    if buffer.image.is_some() {
-        return Err(CL_INVALID_MEM_OBJECT);
-    }
-    if !buffer.contains(offset as u64, len) {
-        return Err(CL_INVALID_VALUE);
-    }
-    Ok(buffer)
-}
-
-fn enqueue_copy_image_to_buffer(
-    queue: cl_command_queue,
-    src: cl_mem,
-    dst: cl_mem,
-    src_origin: *const usize,
-    region: *const usize,
-    dst_offset: usize,
-    num_events: cl_uint,
-    events: *const cl_event,
-    event: *mut cl_event,
-) -> ClResult<()> {
-    let (queue, src) = queue_and_mem(queue, src)?;
-    let image = image_of(&src)?;
-    let (src_origin, region) = origin_region(image, src_origin, region)?;
-    let len = img::packed_len(region, image.elem).ok_or(CL_INVALID_VALUE)?;
-    let dst = copy_buffer(&queue, dst, dst_offset, len)?;
-    let wait = wait_list(&queue, num_events, events)?;
-    let new_event = NewEvent::new(event, CL_COMMAND_COPY_IMAGE_TO_BUFFER)?;
-    let copy = EnqueueCopyImageToBuffer {
-        queue: queue.handle(),
-        src: src.handle(),
-        dst: dst.handle(),
-        src_origin,
-        region,
-        dst_offset: dst_offset as u64,
-        wait,
-        event: new_event.handle(),
-    };
-    platform::client()?.defer(copy.into()).map_err(|s| s.0)?;
-    new_event.publish(&queue);
-    Ok(())
-}
-
-fn enqueue_copy_buffer_to_image(
-    queue: cl_command_queue,
-    src: cl_mem,
-    dst: cl_mem,
-    src_offset: usize,
-    dst_origin: *const usize,
-    region: *const usize,
-    num_events: cl_uint,
-    events: *const cl_event,
-    event: *mut cl_event,
-) -> ClResult<()> {
-    let (queue, dst) = queue_and_mem(queue, dst)?;
-    let image = image_of(&dst)?;
-    let (dst_origin, region) = origin_region(image, dst_origin, region)?;
-    let len = img::packed_len(region, image.elem).ok_or(CL_INVALID_VALUE)?;
-    let src = copy_buffer(&queue, src, src_offset, len)?;
-    let wait = wait_list(&queue, num_events, events)?;
-    let new_event = NewEvent::new(event, CL_COMMAND_COPY_BUFFER_TO_IMAGE)?;
-    let copy = EnqueueCopyBufferToImage {
-        queue: queue.handle(),
-        src: src.handle(),
-        dst: dst.handle(),
-        src_offset: src_offset as u64,
-        dst_origin,
-        region,
-        wait,
-        event: new_event.handle(),
-    };
-    platform::client()?.defer(copy.into()).map_err(|s| s.0)?;
-    new_event.publish(&queue);
-    Ok(())
-}
-
-fn enqueue_fill_image(
-    queue: cl_command_queue,
-    image: cl_mem,
-    color: *const c_void,
-    origin: *const usize,
-    region: *const usize,
-    num_events: cl_uint,
-    events: *const cl_event,
-    event: *mut cl_event,
-) -> ClResult<()> {
-    let (queue, mem) = queue_and_mem(queue, image)?;
-    let desc = image_of(&mem)?;
-    // CL_INVALID_VALUE if fill_color is NULL.
-    if color.is_null() {
-        return Err(CL_INVALID_VALUE);
-    }
-    let (origin, region) = origin_region(desc, origin, region)?;
-    let wait = wait_list(&queue, num_events, events)?;
-    let new_event = NewEvent::new(event, CL_COMMAND_FILL_IMAGE)?;
-    let fill = EnqueueFillImage {
-        queue: queue.handle(),
-        mem: mem.handle(),
-        color: bytes(color, 16)?.to_vec(),
-        origin,
-        region,
-        wait,
-        event: new_event.handle(),
-    };
-    platform::client()?.defer(fill.into()).map_err(|s| s.0)?;
-    new_event.publish(&queue);
-    Ok(())
-}
-
-const MAP_FLAGS: cl_map_flags = CL_MAP_READ | CL_MAP_WRITE | CL_MAP_WRITE_INVALIDATE_REGION;
-
-fn enqueue_map_image(
-    queue: cl_command_queue,
-    image: cl_mem,
-    blocking: cl_bool,
-    flags: cl_map_flags,
-    origin: *const usize,
-    region: *const usize,
-    row_pitch: *mut usize,
-    slice_pitch: *mut usize,
-    num_events: cl_uint,
-    events: *const cl_event,
-    event: *mut cl_event,
-) -> ClResult<*mut c_void> {
-    let (queue, mem) = queue_and_mem(queue, image)?;
-    let desc = image_of(&mem)?;
-    let (origin, region) = origin_region(desc, origin, region)?;
-    // CL_INVALID_VALUE if image_row_pitch is NULL, if image_slice_pitch is
-    // NULL for a 3D image or an array, or if map_flags are not valid.
-    let layered = matches!(
-        desc.image_type,
-        CL_MEM_OBJECT_IMAGE3D | CL_MEM_OBJECT_IMAGE1D_ARRAY | CL_MEM_OBJECT_IMAGE2D_ARRAY
-    );
-    if row_pitch.is_null() || layered && slice_pitch.is_null() || flags & !MAP_FLAGS != 0 {
-        return Err(CL_INVALID_VALUE);
-    }
-    let invalidate = flags & CL_MAP_WRITE_INVALIDATE_REGION != 0;
-    if invalidate && flags & (CL_MAP_READ | CL_MAP_WRITE) != 0 {
-        return Err(CL_INVALID_VALUE);
-    }
-    let wait = wait_list(&queue, num_events, events)?;
-    let writes = flags & (CL_MAP_WRITE | CL_MAP_WRITE_INVALIDATE_REGION) != 0;
-    if flags & CL_MAP_READ != 0 && !mem.host_readable() || writes && !mem.host_writable() {
-        return Err(CL_INVALID_OPERATION);
-    }
-    let new_event = NewEvent::new(event, CL_COMMAND_MAP_IMAGE)?;
-    // The application's memory (USE_HOST_PTR) keeps its own pitches; an
-    // area of this library is packed.
-    let (ptr, area, layout) = if mem.host_ptr.is_null() {
-        let layout = desc.host_layout(region, 0, 0)?;
-        let area = MapArea::new(layout.extent(region)? as usize).ok_or(CL_MAP_FAILURE)?;
-        (area.as_ptr() as usize, Some(area), layout)
-    } else {
-        let layout = desc.host_layout(region, desc.row_pitch, desc.slice_pitch)?;
-        let whole = desc.host_layout(desc.extent(), desc.row_pitch, desc.slice_pitch)?;
-        let start = whole.offset(origin)? as usize;
-        (mem.host_ptr.0 + start, None, layout)
-    };
-    let extent = layout.extent(region)? as usize;
-    if !invalidate {
-        // SAFETY: `ptr` is either the area just allocated with `extent`
-        // bytes, or the application's USE_HOST_PTR memory, which the spec
-        // requires to hold the whole image with its pitches.
-        let host = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, extent) };
-        let target = Target::Queue {
-            queue: queue.handle(),
-            wait,
-            event: new_event.handle(),
-            blocking: true,
-        };
-        move_pixels(
-            &mem,
-            desc,
-            &target,
-            origin,
-            region,
-            Host::Into(host),
-            layout,
-        )?;
-    } else {
-        marker(&queue, wait, new_event.handle())?;
-    }
-    crate::api::util::write(row_pitch, layout.row as usize);
-    if desc.image_type == CL_MEM_OBJECT_IMAGE1D_ARRAY {
-        crate::api::util::write(row_pitch, (region[0] * desc.elem) as usize);
-        crate::api::util::write(slice_pitch, layout.row as usize);
-    } else if layered {
-        crate::api::util::write(slice_pitch, layout.slice as usize);
-    } else {
-        crate::api::util::write(slice_pitch, 0);
-    }
-    mem.maps().push(Mapping {
-        ptr,
-        offset: 0,
-        size: extent as u64,
-        flags,
-        area,
-        image: Some(ImageMap {
-            origin,
-            region,
-            layout,
-        }),
-    });
-    new_event.publish(&queue);
-    if blocking != CL_FALSE {
-        if let Some(status) = sync::take_deferred() {
-            return Err(status);
-        }
-    }
-    Ok(ptr as *mut c_void)
-}
-
-/// The image half of `clEnqueueUnmapMemObject`: writes a mapping made for
-/// writing back, blocking (the area is freed right after).
-pub(crate) fn unmap_image(
-    queue: &Arc<Cl<Queue>>,
-    mem: &Arc<Cl<Mem>>,
-    mapping: &Mapping,
-    map: &ImageMap,
-    wait: Vec<u64>,
-    new_event: NewEvent,
-) -> ClResult<()> {
-    let desc = image_of(mem)?;
-    if mapping.writes_back() {
-        // SAFETY: the mapping's memory holds `size` bytes and stays alive
-        // (owned by `mapping`, or the application's USE_HOST_PTR memory)
-        // until the blocking write below has copied them.
-        let host =
-            unsafe { std::slice::from_raw_parts(mapping.ptr as *const u8, mapping.size as usize) };
-        let target = Target::Queue {
-            queue: queue.handle(),
-            wait,
-            event: new_event.handle(),
-            blocking: true,
-        };
-        move_pixels(
-            mem,
-            desc,
-            &target,
-            map.origin,
-            map.region,
-            Host::From(host),
-            map.layout,
-        )?;
-    } else {
-        marker(queue, wait, new_event.handle())?;
-    }
-    new_event.publish(queue);
-    Ok(())
 }

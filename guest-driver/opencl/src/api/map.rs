@@ -175,7 +175,9 @@ fn enqueue_unmap_mem_object(
     }
     let new_event = NewEvent::new(event, CL_COMMAND_UNMAP_MEM_OBJECT)?;
     if let Some(image) = &mapping.image {
-        return crate::api::image::unmap_image(&queue, &mem, &mapping, image, wait, new_event);
+        return crate::api::image_enqueue::unmap_image(
+            &queue, &mem, &mapping, image, wait, new_event,
+        );
     }
     if mapping.writes_back() {
         let source: &[u8] = match &mapping.area {

@@ -13,6 +13,7 @@ mod entry;
 pub mod event;
 pub mod icd;
 pub mod image;
+pub mod image_enqueue;
 pub mod kernel;
 pub mod map;
 pub mod memory;

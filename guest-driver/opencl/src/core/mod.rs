@@ -13,6 +13,7 @@ pub mod log;
 pub mod map;
 pub mod memory;
 pub mod object;
+pub mod pixels;
 pub mod platform;
 pub mod program;
 pub mod queue;

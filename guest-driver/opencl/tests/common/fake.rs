@@ -30,6 +30,11 @@ pub struct FakeDevice {
 fn answer(request: &Request) -> Result<Vec<u8>, Status> {
     let Request::GetInfo(q) = request else {
         return match request {
+            // RGBA with UNSIGNED_INT8 or FLOAT.
+            Request::GetImageFormats(_) => Ok([CL_UNSIGNED_INT8, CL_FLOAT]
+                .iter()
+                .flat_map(|t| [CL_RGBA.to_le_bytes(), t.to_le_bytes()].concat())
+                .collect()),
             Request::OpenSession(_) => Ok(SessionOpened {
                 version: 1,
                 max_request_len: 16 << 20,
