@@ -207,8 +207,8 @@ enum Edit {
         next_line: usize,
         what: Directive,
     },
-    /// An introducer inside a literal at `at`, `len` bytes long.
-    Escape { at: usize, len: usize },
+    /// An introducer inside a literal, at `at`.
+    Escape { at: usize },
     /// `__has_include("x")` (or `<x>`) at `start..end` of a conditional
     /// directive: answered here, from the guest's files, as `1` or `0`.
     HasInclude {
@@ -259,7 +259,7 @@ impl Expander<'_> {
                     self.out.push(if found { b'1' } else { b'0' });
                     cursor = end;
                 }
-                Edit::Escape { at, len } => {
+                Edit::Escape { at } => {
                     self.out.extend_from_slice(&unit.text[cursor..at]);
                     let escaped: &[u8] = match unit.text[at] {
                         b'#' => b"\\043",
@@ -268,7 +268,6 @@ impl Expander<'_> {
                     };
                     self.out.extend_from_slice(escaped);
                     cursor = at + 1;
-                    debug_assert!(len >= 1);
                 }
                 Edit::Directive {
                     start,
@@ -673,7 +672,6 @@ fn scan(source: &[u8]) -> Vec<Edit> {
             } else if reads_files && p3.literal[ls + i] {
                 edits.push(Edit::Escape {
                     at: p3.origin[ls + i],
-                    len: n,
                 });
             }
             i += n;
