@@ -560,3 +560,33 @@ fn non_blocking_transfers_gated_by_a_user_event_return_at_once() {
         );
     }
 }
+
+#[test]
+fn zero_sized_ndranges_behave_as_natively() {
+    let Some(p) = prepared() else { return };
+    let backend = Backend::start(p, "zero-sized");
+    let program = c_program(p, "zero_sized_enqueue");
+    let without_platform = |out: String| -> Vec<String> {
+        out.lines()
+            .filter(|l| !l.starts_with("platform: "))
+            .map(String::from)
+            .collect()
+    };
+    let through = text(&run(backend.command(p, &program)));
+    assert_eq!(probe_field(&through, "platform"), "vgpu", "{through}");
+    // The CTS's zero_sized_enqueue: every launch succeeds, nothing is
+    // written, a gated one stays CL_QUEUED (3) until its user event is set.
+    for queue in ["in-order", "out-of-order"] {
+        for case in ["1d", "2d", "3d", "finish", "gated", "after"] {
+            assert_eq!(
+                probe_field(&through, &format!("{queue} {case}")),
+                "0",
+                "{through}"
+            );
+        }
+        assert_eq!(probe_field(&through, &format!("{queue} before")), "3");
+        assert_eq!(probe_field(&through, &format!("{queue} untouched")), "yes");
+    }
+    let native = text(&run(Command::new(&program)));
+    assert_eq!(without_platform(through), without_platform(native));
+}

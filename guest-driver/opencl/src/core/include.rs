@@ -13,7 +13,9 @@
 //! - `#pragma once` becomes a guard macro around the file's text (the text
 //!   may sit in a dead branch, so "seen once" cannot be decided here);
 //!   a file already on the current include chain is not expanded again;
-//!   depth and total size are bounded.
+//!   depth and total size are bounded;
+//! - `__has_include("x")` in `#if` / `#elif` is answered here (`1` or
+//!   `0`), from the same search, not by the host's file system.
 //!
 //! Directives are found the way the backend's guard (and clang) lexes:
 //! line splices first (`\` or `??/`, optional blanks, a newline), then
@@ -205,8 +207,25 @@ enum Edit {
         next_line: usize,
         what: Directive,
     },
-    /// An introducer inside a literal at `at`, `len` bytes long.
-    Escape { at: usize, len: usize },
+    /// An introducer inside a literal, at `at`.
+    Escape { at: usize },
+    /// `__has_include("x")` (or `<x>`) at `start..end` of a conditional
+    /// directive: answered here, from the guest's files, as `1` or `0`.
+    HasInclude {
+        start: usize,
+        end: usize,
+        name: Vec<u8>,
+        angled: bool,
+    },
+}
+
+impl Edit {
+    fn start(&self) -> usize {
+        match self {
+            Edit::Directive { start, .. } | Edit::HasInclude { start, .. } => *start,
+            Edit::Escape { at, .. } => *at,
+        }
+    }
 }
 
 #[derive(Debug, PartialEq)]
@@ -229,7 +248,18 @@ impl Expander<'_> {
         let mut cursor = 0;
         for edit in edits {
             match edit {
-                Edit::Escape { at, len } => {
+                Edit::HasInclude {
+                    start,
+                    end,
+                    name,
+                    angled,
+                } => {
+                    self.out.extend_from_slice(&unit.text[cursor..start]);
+                    let found = self.find(unit, &name, angled, false).is_some();
+                    self.out.push(if found { b'1' } else { b'0' });
+                    cursor = end;
+                }
+                Edit::Escape { at } => {
                     self.out.extend_from_slice(&unit.text[cursor..at]);
                     let escaped: &[u8] = match unit.text[at] {
                         b'#' => b"\\043",
@@ -238,7 +268,6 @@ impl Expander<'_> {
                     };
                     self.out.extend_from_slice(escaped);
                     cursor = at + 1;
-                    debug_assert!(len >= 1);
                 }
                 Edit::Directive {
                     start,
@@ -643,10 +672,12 @@ fn scan(source: &[u8]) -> Vec<Edit> {
             } else if reads_files && p3.literal[ls + i] {
                 edits.push(Edit::Escape {
                     at: p3.origin[ls + i],
-                    len: n,
                 });
             }
             i += n;
+        }
+        if directive.is_none() {
+            has_includes(&p3, ls, line, &mut edits);
         }
         if let Some(what) = directive {
             let start = line_start(source, p3.origin[ls]);
@@ -676,7 +707,75 @@ fn scan(source: &[u8]) -> Vec<Edit> {
             };
         }
     }
+    edits.sort_by_key(Edit::start);
     edits
+}
+
+/// `__has_include(…)` and `__has_include_next(…)` in a `#if` or `#elif`
+/// line: the host's compiler would answer them from the host's files.
+fn has_includes(p3: &Phase3, ls: usize, line: &[u8], edits: &mut Vec<Edit>) {
+    let Some(first) = line.iter().position(|&b| !is_blank(b)) else {
+        return;
+    };
+    let n = introducer_length(&line[first..]);
+    if n == 0 || p3.literal[ls + first] {
+        return;
+    }
+    let mut at = first + n;
+    while at < line.len() && is_blank(line[at]) {
+        at += 1;
+    }
+    if !matches!(word(&line[at..]), b"if" | b"elif") {
+        return;
+    }
+    let mut i = at;
+    while i < line.len() {
+        let starts_word = i == 0 || !(line[i - 1].is_ascii_alphanumeric() || line[i - 1] == b'_');
+        let name = word(&line[i..]);
+        if !starts_word || !matches!(name, b"__has_include" | b"__has_include_next") {
+            i += name.len().max(1);
+            continue;
+        }
+        let mut j = i + name.len();
+        while j < line.len() && is_blank(line[j]) {
+            j += 1;
+        }
+        if line.get(j) != Some(&b'(') {
+            i = j;
+            continue;
+        }
+        j += 1;
+        while j < line.len() && is_blank(line[j]) {
+            j += 1;
+        }
+        let (close, angled) = match line.get(j) {
+            Some(b'"') => (b'"', false),
+            Some(b'<') => (b'>', true),
+            _ => {
+                i = j;
+                continue;
+            }
+        };
+        let Some(len) = line[j + 1..].iter().position(|&b| b == close) else {
+            return;
+        };
+        let header = line[j + 1..j + 1 + len].to_vec();
+        let mut k = j + 1 + len + 1;
+        while k < line.len() && is_blank(line[k]) {
+            k += 1;
+        }
+        if line.get(k) != Some(&b')') {
+            i = k;
+            continue;
+        }
+        edits.push(Edit::HasInclude {
+            start: p3.origin[ls + i],
+            end: p3.origin[ls + k] + 1,
+            name: header,
+            angled,
+        });
+        i = k + 1;
+    }
 }
 
 /// The directive after `include`, `include_next` or `import`.

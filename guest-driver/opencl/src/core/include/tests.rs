@@ -265,3 +265,15 @@ fn include_path_options_leave_the_options() {
         ]
     );
 }
+
+#[test]
+fn has_include_is_answered_from_the_guest_files() {
+    let s = Scratch::new("has-include");
+    s.file("inc/yes.h", "int yes;\n");
+    let source = "#if __has_include(<yes.h>) && !__has_include( \"no.h\" )\nint both;\n#endif\nint x = __has_include(\"yes.h\");\n";
+    let out = text(expand(source.as_bytes(), &s.search(&["inc"])));
+    assert!(out.starts_with("#if 1 && !0\nint both;\n"), "{out}");
+    // Outside a conditional directive it stays for the compiler to judge.
+    assert!(out.contains("int x = __has_include(\"yes.h\");"), "{out}");
+    assert!(!out.contains("#line"), "no include, no marker: {out}");
+}
