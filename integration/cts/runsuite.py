@@ -36,7 +36,7 @@ def from_lines(name, lines):
     return "fail"
 
 
-def run(timeout, binary, tests, env, results_file):
+def run(timeout, binary, tests, env, results_file, progress=None):
     """One process over TESTS. Returns (ended, {name: [lines]}, {name: s},
     suite_lines, how): how is 'exit:<rc>' or 'hung:<name>' or
     'crashed:<name>'."""
@@ -75,9 +75,12 @@ def run(timeout, binary, tests, env, results_file):
             if name in pending:
                 now = time.monotonic()
                 if current is not None:
-                    secs[current] = round(now - started)
+                    secs[current] = round(now - started, 1)
                 pending.discard(name)
                 current, started = name, now
+                if progress:
+                    progress.write(f"{name}\n")
+                    progress.flush()
                 out[current] = []
             if current is None:
                 suite_lines.append(line)
@@ -92,7 +95,7 @@ def run(timeout, binary, tests, env, results_file):
         return out, secs, suite_lines, "hung:"
     rc = proc.wait()
     if current is not None:
-        secs[current] = round(time.monotonic() - started)
+        secs[current] = round(time.monotonic() - started, 1)
     if rc < 0 or (rc not in (0, 1) and current is not None):
         return out, secs, suite_lines, f"crashed:{current or ''}:{rc}"
     return out, secs, suite_lines, f"exit:{rc}"
@@ -107,12 +110,14 @@ def main():
     seconds = {}
     todo = list(tests)
     suite_log = open(os.path.join(log_dir, "_suite.log"), "w")
+    # The sub-tests as they start, for whoever watches a long run.
+    progress = open(os.path.join(log_dir, "_started.txt"), "w")
     while todo:
         fd, results_file = tempfile.mkstemp(suffix=".json")
         os.close(fd)
         os.unlink(results_file)
         env = dict(os.environ, CL_CONFORMANCE_RESULTS_FILENAME=results_file)
-        out, secs, suite_lines, how = run(timeout, binary, todo, env, results_file)
+        out, secs, suite_lines, how = run(timeout, binary, todo, env, results_file, progress)
         suite_log.write(f"== {' '.join(todo[:3])}{' ...' if len(todo) > 3 else ''}: {how}\n")
         suite_log.write("\n".join(suite_lines) + "\n")
         for name, lines in out.items():
