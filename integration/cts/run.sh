@@ -20,7 +20,8 @@
 #          (ninja must not run twice at once in one build tree).
 # --suites the suites to run (default: $CTS_SUITES or DEFAULT_SUITES below);
 #          an entry SUITE:PATTERN[,PATTERN...] runs only the sub-tests whose
-#          names match one of the shell patterns (a documented subset).
+#          names match one of the shell patterns and no !pattern (a
+#          documented subset).
 #
 # Each side prints per suite passed / failed / skipped / hung / crashed
 # sub-tests; then every sub-test that passes natively but not through vgpu.
@@ -31,6 +32,8 @@
 #   CTS_TIMEOUT   seconds per sub-test (default 300); a sub-test killed by
 #                 it is recorded as "hung"
 #   CTS_JOBS      build parallelism (default 2)
+#   CTS_WIMPY     1: the CTS's wimpy mode (CL_WIMPY_MODE) for every suite:
+#                 smaller sizes where a suite supports it
 #   CTS_SIDES     "native vgpu" (default), or one of them
 #   VGPU_PROFILE  release (default) or debug: which build to use
 #
@@ -208,15 +211,37 @@ cleanup() {
 trap cleanup EXIT
 
 timeout_s=${CTS_TIMEOUT:-300}
+[ "${CTS_WIMPY:-0}" = 1 ] && export CL_WIMPY_MODE=1
 {
     echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "cts: $cts_commit"
     echo "headers: $headers_version"
     echo "spirv_headers: $spirv_version"
     echo "timeout_s: $timeout_s"
+    echo "wimpy: ${CTS_WIMPY:-0}"
     echo "suites: $suites"
     echo "vgpu: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown) ($profile)"
 } > "$out/meta.txt"
+
+# wanted TEST PATTERNS: whether a comma-separated list of shell patterns
+# takes TEST: some pattern matches it (or none is an include) and no
+# !pattern does.
+wanted() {
+    local -
+    set -f
+    local t=$1 p includes=0 included=0
+    for p in ${2//,/ }; do
+        if [[ $p == !* ]]; then
+            # shellcheck disable=SC2053
+            [[ $t == ${p#!} ]] && return 1
+        else
+            includes=1
+            # shellcheck disable=SC2053
+            [[ $t == $p ]] && included=1
+        fi
+    done
+    [ "$includes" = 0 ] || [ "$included" = 1 ]
+}
 
 # side NAME ICD_DIR EXPECTED_PLATFORM [ENV...]: every sub-test of every
 # suite (see runsuite.py); results in $out/NAME/SUITE.tsv (name, result,
@@ -224,6 +249,8 @@ timeout_s=${CTS_TIMEOUT:-300}
 side() {
     local name=$1 icd=$2 expected=$3
     shift 3
+    local -
+    set -f
     local platform
     platform=$(env OCL_ICD_VENDORS="$icd" "$@" clinfo --raw 2>/dev/null |
         sed -n 's/^\[[^]]*\] *CL_PLATFORM_NAME *//p' | sort -u | paste -sd, || true)
@@ -246,13 +273,8 @@ side() {
         tests=$(cd "$(dirname "$bin")" && "$bin" --list 2>/dev/null | sed -n 's/^\t//p')
         local selected=()
         for t in $tests; do
-            if [ -n "$patterns" ]; then
-                local match=0 p
-                for p in ${patterns//,/ }; do
-                    # shellcheck disable=SC2053
-                    [[ $t == $p ]] && match=1
-                done
-                [ "$match" = 1 ] || continue
+            if [ -n "$patterns" ] && ! wanted "$t" "$patterns"; then
+                continue
             fi
             selected+=("$t")
         done

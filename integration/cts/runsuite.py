@@ -43,6 +43,7 @@ def run(timeout, binary, tests, env, results_file, progress=None):
     proc = subprocess.Popen(
         [binary, *tests], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         cwd=os.path.dirname(binary), env=env, start_new_session=True)
+    CHILD[:] = [proc]
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
     pending = set(tests)
@@ -101,6 +102,9 @@ def run(timeout, binary, tests, env, results_file, progress=None):
     return out, secs, suite_lines, f"exit:{rc}"
 
 
+CHILD = []
+
+
 def main():
     timeout = float(sys.argv[1])
     log_dir, tsv, binary = sys.argv[2], sys.argv[3], sys.argv[4]
@@ -109,6 +113,24 @@ def main():
     results = {}
     seconds = {}
     todo = list(tests)
+
+    def write_tsv():
+        with open(tsv, "w") as f:
+            for name in tests:
+                f.write(f"{name}\t{results.get(name, 'absent')}\t{seconds.get(name, 0)}\n")
+
+    def stop(signum, frame):
+        # Stopped from outside (the run is over its time): keep what ran;
+        # the sub-tests not run are "absent".
+        for proc in CHILD:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        write_tsv()
+        sys.exit(1)
+
+    signal.signal(signal.SIGTERM, stop)
     suite_log = open(os.path.join(log_dir, "_suite.log"), "w")
     # The sub-tests as they start, for whoever watches a long run.
     progress = open(os.path.join(log_dir, "_started.txt"), "w")
@@ -124,6 +146,7 @@ def main():
             with open(os.path.join(log_dir, f"{name}.log"), "w") as f:
                 f.write("\n".join(lines) + "\n")
         seconds.update(secs)
+        suite_log.flush()
         json_results = {}
         if os.path.exists(results_file):
             try:
@@ -159,9 +182,8 @@ def main():
             break
         results[victim] = kind
         todo = [n for n in todo if n not in out]
-    with open(tsv, "w") as f:
-        for name in tests:
-            f.write(f"{name}\t{results.get(name, 'absent')}\t{seconds.get(name, 0)}\n")
+        write_tsv()
+    write_tsv()
 
 
 main()
