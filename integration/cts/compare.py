@@ -30,7 +30,7 @@ def load(out, side):
             for line in f:
                 parts = line.rstrip("\n").split("\t")
                 if len(parts) >= 2:
-                    tests[parts[0]] = (parts[1], int(parts[2]) if len(parts) > 2 else 0)
+                    tests[parts[0]] = (parts[1], float(parts[2]) if len(parts) > 2 else 0.0)
         suites[name[:-4]] = tests
     return suites
 
@@ -71,7 +71,7 @@ def main():
         total = len(n if n is not None else v)
         ns = sum(s for _, s in n.values()) if n else 0
         vs = sum(s for _, s in v.values()) if v else 0
-        print(f"| {suite} | {total} | {cell(nc)} | {cell(vc)} | {ns} | {vs} |")
+        print(f"| {suite} | {total} | {cell(nc)} | {cell(vc)} | {ns:.0f} | {vs:.0f} |")
         figures["suites"][suite] = {
             "native": {t: r for t, (r, _) in (n or {}).items()},
             "vgpu": {t: r for t, (r, _) in (v or {}).items()},

@@ -16,9 +16,12 @@
 # --spirv  SPIRV-Headers tree (the folder holding include/spirv/); also
 #          $CTS_SPIRV; default: a folder linking /usr/include (Debian's
 #          spirv-headers).
+# --no-build  run the suites already built in the cache, build nothing
+#          (ninja must not run twice at once in one build tree).
 # --suites the suites to run (default: $CTS_SUITES or DEFAULT_SUITES below);
 #          an entry SUITE:PATTERN[,PATTERN...] runs only the sub-tests whose
-#          names match one of the shell patterns (a documented subset).
+#          names match one of the shell patterns and no !pattern (a
+#          documented subset).
 #
 # Each side prints per suite passed / failed / skipped / hung / crashed
 # sub-tests; then every sub-test that passes natively but not through vgpu.
@@ -29,6 +32,8 @@
 #   CTS_TIMEOUT   seconds per sub-test (default 300); a sub-test killed by
 #                 it is recorded as "hung"
 #   CTS_JOBS      build parallelism (default 2)
+#   CTS_WIMPY     1: the CTS's wimpy mode (CL_WIMPY_MODE) for every suite:
+#                 smaller sizes where a suite supports it
 #   CTS_SIDES     "native vgpu" (default), or one of them
 #   VGPU_PROFILE  release (default) or debug: which build to use
 #
@@ -49,6 +54,7 @@ headers=${CTS_HEADERS:-/usr/include}
 spirv=${CTS_SPIRV:-}
 suites=${CTS_SUITES:-$DEFAULT_SUITES}
 build_only=0
+no_build=0
 out=${CTS_OUT:-}
 while [ $# -gt 0 ]; do
     case $1 in
@@ -56,6 +62,7 @@ while [ $# -gt 0 ]; do
         --spirv) spirv=$2; shift 2 ;;
         --suites) suites=$2; shift 2 ;;
         --build-only) build_only=1; shift ;;
+        --no-build) no_build=1; shift ;;
         --out) out=$2; shift 2 ;;
         -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         -*) echo "unknown option $1" >&2; exit 1 ;;
@@ -124,6 +131,8 @@ done
 if [ ! -f "$build/build.ninja" ]; then
     command -v cmake > /dev/null || { echo "cmake is missing (apt-get install cmake)" >&2; exit 1; }
     command -v ninja > /dev/null || { echo "ninja is missing (apt-get install ninja-build)" >&2; exit 1; }
+    # test_compiler (and test_api's SPIR-V cases) assemble .spvasm files.
+    command -v spirv-as > /dev/null || echo "spirv-as is missing: test_compiler will not build (apt-get install spirv-tools)" >&2
     mkdir -p "$build"
     cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DCL_INCLUDE_DIR="$headers" -DCL_LIB_DIR=/usr/lib/x86_64-linux-gnu \
@@ -138,7 +147,10 @@ fi
 declare -A binary=()
 all_targets=$(ninja -C "$build" -t targets all 2>/dev/null | sed -n 's/: .*//p')
 for t in "${targets[@]}"; do
-    if grep -qx "$t" <<< "$all_targets"; then
+    if [ "$no_build" = 1 ]; then
+        binary[$t]=$(find "$build/test_conformance" -type f -name "$t" -perm -u+x | head -1)
+        [ -n "${binary[$t]}" ] || echo "$t: not built" >&2
+    elif grep -qx "$t" <<< "$all_targets"; then
         if ninja -C "$build" -j "${CTS_JOBS:-2}" "$t" > "$build/build-$t.log" 2>&1; then
             binary[$t]=$(find "$build/test_conformance" -type f -name "$t" -perm -u+x | head -1)
         else
@@ -153,7 +165,10 @@ done
 profile=${VGPU_PROFILE:-release}
 release=()
 [ "$profile" = release ] && release=(--release)
-(cd "$root" && cargo build -q "${release[@]}" -p vgpu-opencl -p vgpu-backend)
+sides=${CTS_SIDES:-native vgpu}
+if [[ " $sides " == *" vgpu "* ]]; then
+    (cd "$root" && cargo build -q "${release[@]}" -p vgpu-opencl -p vgpu-backend)
+fi
 library=$root/target/$profile/libvgpu_opencl.so
 backend=$root/target/$profile/vgpu-backend
 
@@ -196,15 +211,37 @@ cleanup() {
 trap cleanup EXIT
 
 timeout_s=${CTS_TIMEOUT:-300}
+[ "${CTS_WIMPY:-0}" = 1 ] && export CL_WIMPY_MODE=1
 {
     echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "cts: $cts_commit"
     echo "headers: $headers_version"
     echo "spirv_headers: $spirv_version"
     echo "timeout_s: $timeout_s"
+    echo "wimpy: ${CTS_WIMPY:-0}"
     echo "suites: $suites"
     echo "vgpu: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown) ($profile)"
 } > "$out/meta.txt"
+
+# wanted TEST PATTERNS: whether a comma-separated list of shell patterns
+# takes TEST: some pattern matches it (or none is an include) and no
+# !pattern does.
+wanted() {
+    local -
+    set -f
+    local t=$1 p includes=0 included=0
+    for p in ${2//,/ }; do
+        if [[ $p == !* ]]; then
+            # shellcheck disable=SC2053
+            [[ $t == ${p#!} ]] && return 1
+        else
+            includes=1
+            # shellcheck disable=SC2053
+            [[ $t == $p ]] && included=1
+        fi
+    done
+    [ "$includes" = 0 ] || [ "$included" = 1 ]
+}
 
 # side NAME ICD_DIR EXPECTED_PLATFORM [ENV...]: every sub-test of every
 # suite (see runsuite.py); results in $out/NAME/SUITE.tsv (name, result,
@@ -212,6 +249,8 @@ timeout_s=${CTS_TIMEOUT:-300}
 side() {
     local name=$1 icd=$2 expected=$3
     shift 3
+    local -
+    set -f
     local platform
     platform=$(env OCL_ICD_VENDORS="$icd" "$@" clinfo --raw 2>/dev/null |
         sed -n 's/^\[[^]]*\] *CL_PLATFORM_NAME *//p' | sort -u | paste -sd, || true)
@@ -234,13 +273,8 @@ side() {
         tests=$(cd "$(dirname "$bin")" && "$bin" --list 2>/dev/null | sed -n 's/^\t//p')
         local selected=()
         for t in $tests; do
-            if [ -n "$patterns" ]; then
-                local match=0 p
-                for p in ${patterns//,/ }; do
-                    # shellcheck disable=SC2053
-                    [[ $t == $p ]] && match=1
-                done
-                [ "$match" = 1 ] || continue
+            if [ -n "$patterns" ] && ! wanted "$t" "$patterns"; then
+                continue
             fi
             selected+=("$t")
         done
@@ -261,7 +295,6 @@ side() {
     done
 }
 
-sides=${CTS_SIDES:-native vgpu}
 for s in $sides; do
     case $s in
         native) side native "$work/native-icd" "Portable Computing Language" ;;

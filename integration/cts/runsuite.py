@@ -36,13 +36,14 @@ def from_lines(name, lines):
     return "fail"
 
 
-def run(timeout, binary, tests, env, results_file):
+def run(timeout, binary, tests, env, results_file, progress=None):
     """One process over TESTS. Returns (ended, {name: [lines]}, {name: s},
     suite_lines, how): how is 'exit:<rc>' or 'hung:<name>' or
     'crashed:<name>'."""
     proc = subprocess.Popen(
         [binary, *tests], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         cwd=os.path.dirname(binary), env=env, start_new_session=True)
+    CHILD[:] = [proc]
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
     pending = set(tests)
@@ -75,9 +76,12 @@ def run(timeout, binary, tests, env, results_file):
             if name in pending:
                 now = time.monotonic()
                 if current is not None:
-                    secs[current] = round(now - started)
+                    secs[current] = round(now - started, 1)
                 pending.discard(name)
                 current, started = name, now
+                if progress:
+                    progress.write(f"{name}\n")
+                    progress.flush()
                 out[current] = []
             if current is None:
                 suite_lines.append(line)
@@ -92,10 +96,13 @@ def run(timeout, binary, tests, env, results_file):
         return out, secs, suite_lines, "hung:"
     rc = proc.wait()
     if current is not None:
-        secs[current] = round(time.monotonic() - started)
+        secs[current] = round(time.monotonic() - started, 1)
     if rc < 0 or (rc not in (0, 1) and current is not None):
         return out, secs, suite_lines, f"crashed:{current or ''}:{rc}"
     return out, secs, suite_lines, f"exit:{rc}"
+
+
+CHILD = []
 
 
 def main():
@@ -106,19 +113,40 @@ def main():
     results = {}
     seconds = {}
     todo = list(tests)
+
+    def write_tsv():
+        with open(tsv, "w") as f:
+            for name in tests:
+                f.write(f"{name}\t{results.get(name, 'absent')}\t{seconds.get(name, 0)}\n")
+
+    def stop(signum, frame):
+        # Stopped from outside (the run is over its time): keep what ran;
+        # the sub-tests not run are "absent".
+        for proc in CHILD:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        write_tsv()
+        sys.exit(1)
+
+    signal.signal(signal.SIGTERM, stop)
     suite_log = open(os.path.join(log_dir, "_suite.log"), "w")
+    # The sub-tests as they start, for whoever watches a long run.
+    progress = open(os.path.join(log_dir, "_started.txt"), "w")
     while todo:
         fd, results_file = tempfile.mkstemp(suffix=".json")
         os.close(fd)
         os.unlink(results_file)
         env = dict(os.environ, CL_CONFORMANCE_RESULTS_FILENAME=results_file)
-        out, secs, suite_lines, how = run(timeout, binary, todo, env, results_file)
+        out, secs, suite_lines, how = run(timeout, binary, todo, env, results_file, progress)
         suite_log.write(f"== {' '.join(todo[:3])}{' ...' if len(todo) > 3 else ''}: {how}\n")
         suite_log.write("\n".join(suite_lines) + "\n")
         for name, lines in out.items():
             with open(os.path.join(log_dir, f"{name}.log"), "w") as f:
                 f.write("\n".join(lines) + "\n")
         seconds.update(secs)
+        suite_log.flush()
         json_results = {}
         if os.path.exists(results_file):
             try:
@@ -154,9 +182,8 @@ def main():
             break
         results[victim] = kind
         todo = [n for n in todo if n not in out]
-    with open(tsv, "w") as f:
-        for name in tests:
-            f.write(f"{name}\t{results.get(name, 'absent')}\t{seconds.get(name, 0)}\n")
+        write_tsv()
+    write_tsv()
 
 
 main()
