@@ -531,6 +531,7 @@ fn crafted(
                         SessionState::V1(_) => panic!("a V1 session in a new checkpoint"),
                         SessionState::V2(s) => edit(s),
                         SessionState::V3(s) => edit(&mut s.objects),
+                        SessionState::V4(s) => edit(&mut s.objects),
                     }
                 }
                 writer.write_state(&state).expect("write state");

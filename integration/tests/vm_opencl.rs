@@ -31,6 +31,7 @@ const SUITE: &[&str] = &[
     "nbody",
     "transpose",
     "smith_waterman",
+    "images",
 ];
 
 fn native_results() -> String {
