@@ -87,6 +87,8 @@ pub struct SessionState {
     /// The objects are older than the guest's view of them: every call but
     /// a close fails rather than compute on them.
     pub stale: bool,
+    /// The VM's counters (its own until the vGPU hands it the VM's).
+    pub metrics: Arc<crate::metrics::VmMetrics>,
 }
 
 impl SessionState {
@@ -98,6 +100,7 @@ impl SessionState {
             last_seq: 0,
             resumes_at: None,
             stale: false,
+            metrics: Default::default(),
         }
     }
 
@@ -126,6 +129,7 @@ impl SessionState {
             }
         };
         let mut reply = ReplyBuilder::new(batch.header.reply_capacity);
+        let mut api = None;
         for message in batch.messages {
             self.check_continuity(message.seq);
             let result = match message.body {
@@ -135,10 +139,16 @@ impl SessionState {
                 }
                 Ok(request) => self.run(&request, chain),
             };
+            self.metrics.note_call(message.opcode, result.is_ok());
+            api = api.or(crate::metrics::api_of(message.opcode));
             match result {
                 Ok(payload) => reply.push(message.opcode, message.seq, Status::SUCCESS, &payload),
                 Err(status) => reply.push(message.opcode, message.seq, status, &[]),
             }
+        }
+        let (from_guest, to_guest) = (chain.io.moved_out.get(), chain.io.moved_in);
+        if from_guest != 0 || to_guest != 0 {
+            self.metrics.note_bytes(api, from_guest, to_guest);
         }
         reply.finish()
     }

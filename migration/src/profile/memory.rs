@@ -134,7 +134,9 @@ mod tests {
         let vgpu = device(4, 8 << 30).for_new_vgpu(Some(6 << 30)).unwrap();
         assert_eq!(vgpu.max_mem_alloc_size, 2 << 30);
         // A CPU device's largest allocation follows the host like its memory.
-        let vgpu = device(DEVICE_TYPE_CPU, 8 << 30).for_new_vgpu(Some(6 << 30)).unwrap();
+        let vgpu = device(DEVICE_TYPE_CPU, 8 << 30)
+            .for_new_vgpu(Some(6 << 30))
+            .unwrap();
         assert_eq!(vgpu.max_mem_alloc_size, 1 << 30);
     }
 
