@@ -46,7 +46,7 @@ install -d -m 0755 "$h/etc/vgpu"
 # libvirt finds back-ends by these files; the binary is where this package puts it.
 install -d "$h/usr/share/qemu/vhost-user"
 sed 's|"binary": "[^"]*"|"binary": "/usr/bin/vgpu-backend"|' qemu-configs/vhost-user.json \
-  > "$h/usr/share/qemu/vhost-user/60-vgpu-backend.json"
+  > "$h/usr/share/qemu/vhost-user/50-vgpu.json"
 install -D -m 0644 README.md "$doc/README.md"
 install -D -m 0644 backend/CONTROL.md "$doc/CONTROL.md"
 install -D -m 0644 SECURITY.md "$doc/SECURITY.md"

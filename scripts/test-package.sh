@@ -56,7 +56,7 @@ has "$host" ./usr/bin/vgpu-ctl -rwxr-xr-x
 has "$host" ./lib/systemd/system/vgpu-backend@.service -rw-r--r--
 has "$host" ./usr/lib/tmpfiles.d/vgpu.conf -rw-r--r--
 has "$host" ./usr/lib/sysusers.d/vgpu.conf -rw-r--r--
-has "$host" ./usr/share/qemu/vhost-user/60-vgpu-backend.json -rw-r--r--
+has "$host" ./usr/share/qemu/vhost-user/50-vgpu.json -rw-r--r--
 has "$host" ./usr/share/doc/vgpu-host/CONTROL.md -rw-r--r--
 has "$host" ./usr/share/doc/vgpu-host/examples/vm.conf -rw-r--r--
 has "$host" ./usr/share/doc/vgpu-host/examples/libvirt-hook-qemu -rwxr-xr-x
@@ -76,7 +76,7 @@ root=$work/root groot=$work/guest
 dpkg -x "$host" "$root"
 dpkg -x "$guest" "$groot"
 jq -e '.binary == "/usr/bin/vgpu-backend" and .type == "rpmsg"' \
-  "$root/usr/share/qemu/vhost-user/60-vgpu-backend.json" >/dev/null || fail "vhost-user.json"
+  "$root/usr/share/qemu/vhost-user/50-vgpu.json" >/dev/null || fail "vhost-user.json"
 [ "$(cat "$groot/etc/OpenCL/vendors/vgpu.icd")" = "/usr/lib/$ma/libvgpu_opencl.so" ] || fail "vgpu.icd"
 nm -D --defined-only "$groot/usr/lib/$ma/libvgpu_opencl.so" | grep -w clIcdGetPlatformIDsKHR >/dev/null \
   || fail "the ICD does not export clIcdGetPlatformIDsKHR"
