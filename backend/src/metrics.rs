@@ -1,5 +1,6 @@
 //! Counters of what each VM and device did, kept where the calls run (the
-//! batch loop: relaxed atomic adds, no lock), and their Prometheus text
+//! batch loop counts each message in plain integers and publishes the batch
+//! with a few relaxed atomic adds, no lock), and their Prometheus text
 //! exposition for `--metrics`. `vgpu-ctl top` reads the same figures
 //! through the control socket's `metrics` command.
 
@@ -22,22 +23,51 @@ pub struct CallCounters {
 }
 
 impl CallCounters {
-    fn note_call(&self, ok: bool, kernel: bool) {
-        self.calls.fetch_add(1, Relaxed);
-        if !ok {
-            self.errors.fetch_add(1, Relaxed);
-        } else if kernel {
-            self.kernels.fetch_add(1, Relaxed);
+    fn add(&self, counter: &AtomicU64, n: u64) {
+        if n != 0 {
+            counter.fetch_add(n, Relaxed);
         }
     }
 
-    fn note_bytes(&self, from_guest: u64, to_guest: u64) {
-        if from_guest != 0 {
-            self.bytes_from_guest.fetch_add(from_guest, Relaxed);
+    fn note(&self, calls: u64, errors: u64, kernels: u64, from_guest: u64, to_guest: u64) {
+        self.add(&self.calls, calls);
+        self.add(&self.errors, errors);
+        self.add(&self.kernels, kernels);
+        self.add(&self.bytes_from_guest, from_guest);
+        self.add(&self.bytes_to_guest, to_guest);
+    }
+}
+
+/// One batch's figures, counted in plain integers while it runs.
+#[derive(Debug, Default)]
+pub struct BatchCounts {
+    /// Per API (index of [`APIS`]), then session messages.
+    calls: [u64; 3],
+    errors: [u64; 3],
+    kernels: [u64; 3],
+    pub from_guest: u64,
+    pub to_guest: u64,
+}
+
+impl BatchCounts {
+    /// One message has run: `ok` if it answered success.
+    #[inline]
+    pub fn note_call(&mut self, op: u32, ok: bool) {
+        let slot = api_of(op).unwrap_or(2);
+        self.calls[slot] += 1;
+        if !ok {
+            self.errors[slot] += 1;
+        } else if op == opcode::EnqueueNdRange || op == opcode::CuLaunchKernel {
+            self.kernels[slot] += 1;
         }
-        if to_guest != 0 {
-            self.bytes_to_guest.fetch_add(to_guest, Relaxed);
-        }
+    }
+
+    /// The API whose calls the batch's bulk data is counted under: the one
+    /// with the most calls in the batch.
+    fn bulk_api(&self) -> Option<usize> {
+        (0..APIS.len())
+            .filter(|&i| self.calls[i] > 0)
+            .max_by_key(|&i| self.calls[i])
     }
 }
 
@@ -108,22 +138,24 @@ pub struct VmMetrics {
 }
 
 impl VmMetrics {
-    /// One message has run: `ok` if it answered success.
-    #[inline]
-    pub fn note_call(&self, op: u32, ok: bool) {
-        let kernel = op == opcode::EnqueueNdRange || op == opcode::CuLaunchKernel;
-        self.calls.note_call(ok, kernel);
-        if let Some(api) = api_of(op) {
-            DEVICES[api].note_call(ok, kernel);
-        }
-    }
-
-    /// A batch has moved bulk data; `api` is that of its first device call.
-    #[inline]
-    pub fn note_bytes(&self, api: Option<usize>, from_guest: u64, to_guest: u64) {
-        self.calls.note_bytes(from_guest, to_guest);
-        if let Some(api) = api {
-            DEVICES[api].note_bytes(from_guest, to_guest);
+    /// Publishes a batch's figures to this VM's and the devices' counters.
+    pub fn note_batch(&self, b: &BatchCounts) {
+        let sum = |v: &[u64; 3]| v.iter().sum::<u64>();
+        self.calls.note(
+            sum(&b.calls),
+            sum(&b.errors),
+            sum(&b.kernels),
+            b.from_guest,
+            b.to_guest,
+        );
+        let bulk = b.bulk_api();
+        for (api, device) in DEVICES.iter().enumerate() {
+            let (from, to) = if bulk == Some(api) {
+                (b.from_guest, b.to_guest)
+            } else {
+                (0, 0)
+            };
+            device.note(b.calls[api], b.errors[api], b.kernels[api], from, to);
         }
     }
 }
@@ -332,13 +364,18 @@ mod tests {
     #[test]
     fn kernel_launches_count_only_when_they_succeed() {
         let m = VmMetrics::default();
-        m.note_call(opcode::EnqueueNdRange, true);
-        m.note_call(opcode::EnqueueNdRange, false);
-        m.note_call(opcode::CuLaunchKernel, true);
-        m.note_call(opcode::Ping, true);
+        let mut b = BatchCounts::default();
+        b.note_call(opcode::EnqueueNdRange, true);
+        b.note_call(opcode::EnqueueNdRange, false);
+        b.note_call(opcode::CuLaunchKernel, true);
+        b.note_call(opcode::Ping, true);
+        b.from_guest = 64;
+        m.note_batch(&b);
         assert_eq!(m.calls.calls.load(Relaxed), 4);
         assert_eq!(m.calls.errors.load(Relaxed), 1);
         assert_eq!(m.calls.kernels.load(Relaxed), 2);
+        assert_eq!(m.calls.bytes_from_guest.load(Relaxed), 64);
+        assert_eq!(b.bulk_api(), Some(0), "two OpenCL calls, one CUDA");
     }
 
     #[test]

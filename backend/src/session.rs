@@ -129,7 +129,9 @@ impl SessionState {
             }
         };
         let mut reply = ReplyBuilder::new(batch.header.reply_capacity);
-        let mut api = None;
+        // Counted here, published once per batch: a few atomic adds per
+        // batch rather than per message.
+        let mut counts = crate::metrics::BatchCounts::default();
         for message in batch.messages {
             self.check_continuity(message.seq);
             let result = match message.body {
@@ -139,17 +141,15 @@ impl SessionState {
                 }
                 Ok(request) => self.run(&request, chain),
             };
-            self.metrics.note_call(message.opcode, result.is_ok());
-            api = api.or(crate::metrics::api_of(message.opcode));
+            counts.note_call(message.opcode, result.is_ok());
             match result {
                 Ok(payload) => reply.push(message.opcode, message.seq, Status::SUCCESS, &payload),
                 Err(status) => reply.push(message.opcode, message.seq, status, &[]),
             }
         }
-        let (from_guest, to_guest) = (chain.io.moved_out.get(), chain.io.moved_in);
-        if from_guest != 0 || to_guest != 0 {
-            self.metrics.note_bytes(api, from_guest, to_guest);
-        }
+        counts.from_guest = chain.io.moved_out.get();
+        counts.to_guest = chain.io.moved_in;
+        self.metrics.note_batch(&counts);
         reply.finish()
     }
 
