@@ -508,3 +508,55 @@ fn scraped_counters_equal_what_the_workload_did() {
     assert!(!unix.exists(), "the metrics socket stays after exit");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A pipe's two ends as files (reader, writer).
+fn pipe() -> (std::fs::File, std::fs::File) {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe writes.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe");
+    // SAFETY: both descriptors are fresh and owned by nothing else.
+    unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    }
+}
+
+#[test]
+fn live_migration_transfers_are_timed_on_both_sides() {
+    use std::sync::Arc;
+    use vgpu_backend::executor::opencl::{DeviceSelector, OpenClExecutor};
+    use vgpu_backend::executor::Executor;
+    use vgpu_backend::migrate::{finish_transfer, start_transfer, Transfer};
+    use vgpu_backend::vgpu::Vgpu;
+    use vhost::vhost_user::message::VhostTransferStateDirection as Direction;
+
+    let Ok(opencl) = OpenClExecutor::open(&DeviceSelector::First) else {
+        eprintln!("skipped: no OpenCL device");
+        return;
+    };
+    let executors: Vec<Arc<dyn Executor>> = vec![Arc::new(opencl)];
+    let (source, dest) = (Vgpu::new(executors.clone()), Vgpu::new(executors));
+    // Source: the state goes into a pipe QEMU would read.
+    let (mut reader, writer) = pipe();
+    let transfer = Transfer::default();
+    start_transfer(&source, &transfer, Direction::SAVE, writer).expect("save starts");
+    let mut stream = Vec::new();
+    reader.read_to_end(&mut stream).expect("read the state");
+    finish_transfer(&transfer).expect("save succeeds");
+    let out = source.metrics().migrations_out.figures();
+    assert_eq!(out.count, 1, "{out:?}");
+    assert!(out.seconds_total > 0.0, "{out:?}");
+    assert_eq!(source.metrics().migrations_in.figures().count, 0);
+    // Destination: the same bytes come in.
+    let (reader, mut writer) = pipe();
+    let transfer = Transfer::default();
+    start_transfer(&dest, &transfer, Direction::LOAD, reader).expect("load starts");
+    writer.write_all(&stream).expect("send the state");
+    drop(writer);
+    finish_transfer(&transfer).expect("load succeeds");
+    assert_eq!(dest.metrics().migrations_in.figures().count, 1);
+    assert_eq!(dest.metrics().migrations_out.figures().count, 0);
+}
