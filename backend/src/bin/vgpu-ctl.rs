@@ -273,7 +273,10 @@ fn top(control: &std::path::Path, once: bool, interval: f64, json: bool) -> Exit
             human::top_table(&figures, previous.as_ref().map(|(t, p)| (now - *t, p)))
         };
         if once {
-            println!("{table}");
+            print!("{table}");
+            if json {
+                println!();
+            }
             return ExitCode::SUCCESS;
         }
         // Clear the screen and home the cursor, then draw.
