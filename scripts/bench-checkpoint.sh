@@ -32,7 +32,7 @@ for size in "${sizes[@]}"; do
   while ! grep -q "^PROGRESS 2$" "$work/prog.out" 2>/dev/null; do sleep 0.05; done
   rss_before=$(awk '/VmRSS/ {print $2}' /proc/$a/status)
   t0=$(date +%s.%N)
-  "$bin/vgpu-ctl" --control "$work/a.ctl" checkpoint "$work/ckpt" --then pause > "$work/ckpt.json" 2>/dev/null
+  "$bin/vgpu-ctl" --control "$work/a.ctl" --json checkpoint "$work/ckpt" --then pause > "$work/ckpt.json" 2>/dev/null
   t1=$(date +%s.%N)
   peak=$(awk '/VmHWM/ {print $2}' /proc/$a/status)
   kill $p $a 2>/dev/null; wait $p $a 2>/dev/null || true

@@ -172,18 +172,24 @@ pub struct GuestIo {
     pub in_: ByteStream,
     /// Bytes of `in_` that may have been written, for the used length.
     pub in_written: u64,
+    /// Bulk bytes handed out for reading and for writing (metrics).
+    pub moved_out: std::cell::Cell<u64>,
+    pub moved_in: u64,
 }
 
 impl GuestIo {
     /// Pieces of the out-data stream.
     pub fn out_slices(&self, data: DataRef) -> Result<Vec<Segment>, Status> {
-        self.out.slices(data)
+        let slices = self.out.slices(data)?;
+        self.moved_out.set(self.moved_out.get() + data.len);
+        Ok(slices)
     }
 
     /// Pieces of the in-data stream, noted as written.
     pub fn in_slices(&mut self, data: DataRef) -> Result<Vec<Segment>, Status> {
         let slices = self.in_.slices(data)?;
         self.in_written = self.in_written.max(data.offset + data.len);
+        self.moved_in += data.len;
         Ok(slices)
     }
 }
@@ -315,6 +321,8 @@ pub fn resolve(
             out,
             in_,
             in_written: 0,
+            moved_out: Default::default(),
+            moved_in: 0,
         },
         mem,
         writable: writable_ranges,

@@ -123,6 +123,12 @@ pub struct Args {
     /// List the OpenCL devices this host offers, with their SPEC, and exit.
     #[arg(long)]
     pub list_devices: bool,
+
+    /// Serve Prometheus metrics (HTTP GET /metrics) on `unix:PATH` or
+    /// `tcp:ADDRESS:PORT` (e.g. tcp:127.0.0.1:9464); may be repeated. Off
+    /// by default.
+    #[arg(long, value_name = "ENDPOINT", value_parser = crate::exporter::parse_endpoint)]
+    pub metrics: Vec<crate::exporter::Endpoint>,
 }
 
 /// A problem with the command line.
@@ -157,6 +163,8 @@ pub struct Config {
     /// `--max-memory`; without it a VM may allocate its vGPU memory size.
     pub max_memory: Option<u64>,
     pub sandbox: crate::sandbox::Sandbox,
+    /// `--metrics` endpoints.
+    pub metrics: Vec<crate::exporter::Endpoint>,
 }
 
 /// One device to serve.
@@ -270,6 +278,7 @@ impl TryFrom<Args> for Config {
                 "none" => crate::sandbox::Sandbox::None,
                 other => return Err(ConfigError::BadSandbox(other.to_string())),
             },
+            metrics: args.metrics,
             limits: crate::quota::Limits {
                 memory_bytes: 0,
                 objects: args.max_objects,

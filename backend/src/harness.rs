@@ -81,6 +81,8 @@ impl InProcess {
                 out,
                 in_: self.stream(2 * quarter, in_len),
                 in_written: 0,
+                moved_out: Default::default(),
+                moved_in: 0,
             },
             mem: self.mem.clone(),
             writable: Vec::new(),

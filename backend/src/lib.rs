@@ -4,10 +4,13 @@
 pub mod chain;
 pub mod config;
 pub mod control;
+pub mod control_schema;
 pub mod device;
 pub mod executor;
+pub mod exporter;
 pub mod handles;
 pub mod harness;
+pub mod metrics;
 pub mod migrate;
 pub mod quota;
 pub mod ratelimit;

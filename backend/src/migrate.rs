@@ -48,11 +48,13 @@ pub fn start_transfer(
     let thread = std::thread::Builder::new().name("vgpu-device-state".into());
     let handle = match direction {
         VhostTransferStateDirection::SAVE => thread.spawn(move || {
+            let started = std::time::Instant::now();
             let writer = io::BufWriter::with_capacity(1 << 20, file);
             crate::snapshot::save(&vgpu, writer, None)
                 .map_err(|e| error_chain(&e))
                 .and_then(|(mut w, report)| {
                     io::Write::flush(&mut w).map_err(|e| e.to_string())?;
+                    vgpu.metrics().migrations_out.note(started.elapsed());
                     Ok(format!(
                         "sent {} session(s), {} bytes ({} of buffers), drain {:?}",
                         report.sessions, report.stream_bytes, report.buffer_bytes, report.drain
@@ -60,13 +62,17 @@ pub fn start_transfer(
                 })
         })?,
         VhostTransferStateDirection::LOAD => thread.spawn(move || {
+            let started = std::time::Instant::now();
             let mut reader = io::BufReader::with_capacity(1 << 20, file);
             match crate::snapshot::restore(&vgpu, &mut reader, crate::snapshot::Continuity::Checked)
             {
-                Ok(report) => Ok(format!(
-                    "received {} session(s), {} bytes ({} of buffers), rebuilt in {:?}",
-                    report.sessions, report.stream_bytes, report.buffer_bytes, report.rebuild
-                )),
+                Ok(report) => Ok({
+                    vgpu.metrics().migrations_in.note(started.elapsed());
+                    format!(
+                        "received {} session(s), {} bytes ({} of buffers), rebuilt in {:?}",
+                        report.sessions, report.stream_bytes, report.buffer_bytes, report.rebuild
+                    )
+                }),
                 Err(e) => {
                     let why = error_chain(&e);
                     // Said here: QEMU may never ask CHECK_DEVICE_STATE.

@@ -12,6 +12,7 @@ use vm_memory::GuestMemoryAtomic;
 
 use crate::chain::GuestRam;
 use crate::config::{Config, DeviceSpec};
+use crate::control_schema::{ErrorCode, ErrorReply};
 use crate::device::VgpuDevice;
 use crate::executor::opencl::{OpenClError, OpenClExecutor, ProfileError};
 use crate::executor::Executor;
@@ -41,6 +42,8 @@ pub enum ServerError {
     Restore(PathBuf, String),
     #[error("no device could be opened")]
     NoDevice,
+    #[error("cannot serve metrics on {0}")]
+    Metrics(String, #[source] std::io::Error),
     #[error("cannot create the device")]
     Device2(#[source] std::io::Error),
 }
@@ -72,24 +75,33 @@ impl Registry {
     }
 
     /// One live vGPU: the one named, or the only one.
-    pub fn vm(&self, id: Option<u64>) -> Result<(u64, Arc<Vgpu>), String> {
-        let vms = self.vms.lock().unwrap_or_else(|e| e.into_inner());
-        let live: Vec<(u64, Arc<Vgpu>)> = vms
-            .iter()
-            .filter_map(|(i, w)| w.upgrade().map(|v| (*i, v)))
-            .collect();
+    pub fn vm(&self, id: Option<u64>) -> Result<(u64, Arc<Vgpu>), ErrorReply> {
+        let live = self.live();
         match id {
-            Some(id) => live
-                .into_iter()
-                .find(|(i, _)| *i == id)
-                .ok_or(format!("no front-end {id} is connected")),
+            Some(id) => live.into_iter().find(|(i, _)| *i == id).ok_or_else(|| {
+                ErrorReply::new(ErrorCode::NoVm, format!("no front-end {id} is connected"))
+            }),
             None if live.len() == 1 => Ok(live.into_iter().next().expect("one")),
-            None if live.is_empty() => Err("no front-end is connected".into()),
-            None => Err(format!(
-                "{} front-ends are connected: name one with --vm ID",
-                live.len()
+            None if live.is_empty() => Err(ErrorReply::new(
+                ErrorCode::NoVm,
+                "no front-end is connected",
+            )),
+            None => Err(ErrorReply::new(
+                ErrorCode::AmbiguousVm,
+                format!(
+                    "{} front-ends are connected: name one with --vm ID",
+                    live.len()
+                ),
             )),
         }
+    }
+
+    /// Every live vGPU with its id, in connection order.
+    pub fn live(&self) -> Vec<(u64, Arc<Vgpu>)> {
+        let vms = self.vms.lock().unwrap_or_else(|e| e.into_inner());
+        vms.iter()
+            .filter_map(|(i, w)| w.upgrade().map(|v| (*i, v)))
+            .collect()
     }
 
     /// Moves every live vGPU, and those to come, to another OpenCL device.
@@ -109,7 +121,9 @@ impl Registry {
         };
         let mut reports = Vec::new();
         for vgpu in vms {
+            let started = std::time::Instant::now();
             let report = crate::snapshot::rehome(&vgpu, to.clone()).map_err(|e| error_chain(&e))?;
+            vgpu.metrics().rehomes.note(started.elapsed());
             reports.push(report);
         }
         let mut executors = self.executors.write().unwrap_or_else(|e| e.into_inner());
@@ -145,12 +159,14 @@ pub fn capabilities_json() -> String {
 
 static SHUTDOWN: AtomicBool = AtomicBool::new(false);
 
-/// Blocks SIGINT and SIGTERM in every thread and waits for them on one.
-fn spawn_signal_thread(socket: PathBuf, registry: Arc<Registry>) -> std::io::Result<()> {
+/// Blocks SIGINT and SIGTERM in this thread and so in every thread it
+/// starts later: called before the devices are opened, whose libraries
+/// (PoCL) start threads that would otherwise take a SIGTERM and end the
+/// process without the clean shutdown.
+fn block_shutdown_signals() -> std::io::Result<libc::sigset_t> {
     // SAFETY: a zeroed sigset_t is valid storage for sigemptyset to fill.
     let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is valid; the calls only change this thread's mask,
-    // before any other thread exists, so every later thread inherits it.
+    // SAFETY: `set` is valid; the calls only change this thread's mask.
     let rc = unsafe {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGINT);
@@ -160,6 +176,12 @@ fn spawn_signal_thread(socket: PathBuf, registry: Arc<Registry>) -> std::io::Res
     if rc != 0 {
         return Err(std::io::Error::from_raw_os_error(rc));
     }
+    Ok(set)
+}
+
+/// Waits for SIGINT or SIGTERM (blocked everywhere) on a thread of its own.
+fn spawn_signal_thread(socket: PathBuf, registry: Arc<Registry>) -> std::io::Result<()> {
+    let set = block_shutdown_signals()?;
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
@@ -218,6 +240,15 @@ fn install_binary_key(config: &Config) -> Result<(), ServerError> {
 }
 
 pub fn run(config: Config) -> Result<(), ServerError> {
+    block_shutdown_signals().map_err(ServerError::Signals)?;
+    // Bound in the host's network namespace, before leaving it.
+    let metrics = config
+        .metrics
+        .iter()
+        .map(|e| {
+            crate::exporter::bind(e).map_err(|err| ServerError::Metrics(format!("{e:?}"), err))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     install_binary_key(&config)?;
     crate::sandbox::isolate_network(&config.sandbox);
     let profile_limit = match &config.profile {
@@ -248,8 +279,14 @@ pub fn run(config: Config) -> Result<(), ServerError> {
     let described = described.join("; ");
     log::info!("serving {described}");
     if let Some(path) = &config.control {
-        crate::control::spawn(path, registry.clone(), described)
+        crate::control::spawn(path, registry.clone())
             .map_err(|e| ServerError::Control(path.clone(), e))?;
+    }
+    let metric_paths: Vec<PathBuf> = metrics.iter().filter_map(|m| m.path()).collect();
+    for bound in metrics {
+        bound
+            .serve(registry.clone())
+            .map_err(|e| ServerError::Metrics("endpoint".into(), e))?;
     }
     let mut listener = Listener::new(&config.socket, true)
         .map_err(|e| ServerError::Listen(config.socket.clone(), e))?;
@@ -260,6 +297,7 @@ pub fn run(config: Config) -> Result<(), ServerError> {
     if let Some(path) = &config.control {
         remove_socket(path);
     }
+    metric_paths.iter().for_each(|p| remove_socket(p));
     result
 }
 

@@ -87,6 +87,8 @@ pub struct SessionState {
     /// The objects are older than the guest's view of them: every call but
     /// a close fails rather than compute on them.
     pub stale: bool,
+    /// The VM's counters (its own until the vGPU hands it the VM's).
+    pub metrics: Arc<crate::metrics::VmMetrics>,
 }
 
 impl SessionState {
@@ -98,6 +100,7 @@ impl SessionState {
             last_seq: 0,
             resumes_at: None,
             stale: false,
+            metrics: Default::default(),
         }
     }
 
@@ -126,6 +129,9 @@ impl SessionState {
             }
         };
         let mut reply = ReplyBuilder::new(batch.header.reply_capacity);
+        // Counted here, published once per batch: a few atomic adds per
+        // batch rather than per message.
+        let mut counts = crate::metrics::BatchCounts::default();
         for message in batch.messages {
             self.check_continuity(message.seq);
             let result = match message.body {
@@ -135,11 +141,15 @@ impl SessionState {
                 }
                 Ok(request) => self.run(&request, chain),
             };
+            counts.note_call(message.opcode, result.is_ok());
             match result {
                 Ok(payload) => reply.push(message.opcode, message.seq, Status::SUCCESS, &payload),
                 Err(status) => reply.push(message.opcode, message.seq, status, &[]),
             }
         }
+        counts.from_guest = chain.io.moved_out.get();
+        counts.to_guest = chain.io.moved_in;
+        self.metrics.note_batch(&counts);
         reply.finish()
     }
 

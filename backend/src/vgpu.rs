@@ -90,6 +90,7 @@ pub struct Vgpu {
     /// Chains accepted and not yet returned.
     in_flight: Arc<(Mutex<usize>, std::sync::Condvar)>,
     quota: Arc<Quota>,
+    metrics: Arc<crate::metrics::VmMetrics>,
 }
 
 /// The profile of the OpenCL executor among `executors` (empty without one).
@@ -118,6 +119,7 @@ impl Vgpu {
             sessions: Mutex::new(HashMap::new()),
             held: Mutex::new(None),
             in_flight: Arc::new((Mutex::new(0), std::sync::Condvar::new())),
+            metrics: Default::default(),
         })
     }
 
@@ -127,6 +129,11 @@ impl Vgpu {
 
     pub fn quota(&self) -> &Arc<Quota> {
         &self.quota
+    }
+
+    /// This VM's counters (calls, kernels, bytes, operation durations).
+    pub fn metrics(&self) -> &crate::metrics::VmMetrics {
+        &self.metrics
     }
 
     pub fn executors(&self) -> Vec<Arc<dyn Executor>> {
@@ -381,7 +388,8 @@ impl Vgpu {
         }
     }
 
-    fn spawn_worker(self: &Arc<Self>, session_id: u64, state: SessionState) -> SessionWorker {
+    fn spawn_worker(self: &Arc<Self>, session_id: u64, mut state: SessionState) -> SessionWorker {
+        state.metrics = self.metrics.clone();
         let (tx, rx) = mpsc::channel::<Job>();
         let abort: Aborter = Arc::new(Mutex::new(state.exec.aborter()));
         let counts = Arc::new(Mutex::new(state.exec.object_counts()));

@@ -125,26 +125,26 @@ fn assert_all_succeed(records: &[vgpu_protocol::frame::ReplyRecord]) {
 }
 
 /// The number after `"key": ` in the top level of a status line.
-fn status_number(status: &str, key: &str) -> u64 {
-    let needle = format!("], \"{key}\": ");
-    let at = status
-        .rfind(&needle)
-        .unwrap_or_else(|| panic!("no top-level {key} in {status}"))
-        + needle.len();
-    status[at..]
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no number for {key} in {status}"))
+fn status_number(status: &serde_json::Value, key: &str) -> u64 {
+    status[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no top-level number {key} in {status}"))
 }
 
 /// Front-ends (VMs) listed by `status`.
-fn front_ends(status: &str) -> usize {
-    status.matches("\"id\": ").count()
+fn front_ends(status: &serde_json::Value) -> usize {
+    status["vms"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no vms in {status}"))
+        .len()
 }
 
 /// Polls `vgpu-ctl status` until `done` holds; the last status.
-fn wait_status(backend: &Backend, limit: Duration, done: impl Fn(&str) -> bool) -> String {
+fn wait_status(
+    backend: &Backend,
+    limit: Duration,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
     let deadline = Instant::now() + limit;
     loop {
         let status = backend.status();
@@ -655,7 +655,7 @@ fn disk_full_during_a_checkpoint_leaves_no_file_and_the_vgpu_runs() {
     assert_all_succeed(&reply.records);
     assert_eq!(data, (1..=16).collect::<Vec<u8>>());
     let status = backend.status();
-    assert!(status.contains("\"paused\": false"), "{status}");
+    assert_eq!(status["vms"][0]["paused"], false, "{status}");
     // And a checkpoint where there is room works.
     let roomy = backend.dir().join("vm.ckpt");
     let (ok, answer) = backend.ctl(&["checkpoint", roomy.to_str().expect("utf-8")]);

@@ -21,6 +21,7 @@ fn ctl(backend: &Backend, args: &[&str]) -> String {
     let out = Command::new(paths::target_dir().join("vgpu-ctl"))
         .arg("--control")
         .arg(&backend.control)
+        .arg("--json")
         .args(args)
         .output()
         .expect("run vgpu-ctl");

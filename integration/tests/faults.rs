@@ -42,31 +42,30 @@ fn cl_program(name: &str) -> PathBuf {
     program
 }
 
+fn parse_status(status: &str) -> serde_json::Value {
+    serde_json::from_str(status).unwrap_or_else(|e| panic!("status is not JSON ({e}): {status}"))
+}
+
 /// A number of a status line: `sessions` of the whole backend, or a kind
 /// of object (`buffers`, ...) summed over its VMs.
 fn status_number(status: &str, key: &str) -> u64 {
-    let start = if key == "sessions" {
-        status.rfind("], \"sessions\": ")
+    let status = parse_status(status);
+    let value = if key == "sessions" {
+        &status[key]
     } else {
-        status.rfind("\"objects\": {")
-    }
-    .unwrap_or_else(|| panic!("no top-level {key} in {status}"));
-    let needle = format!("\"{key}\": ");
-    let at = status[start..]
-        .find(&needle)
-        .unwrap_or_else(|| panic!("no {key} in {status}"))
-        + start
-        + needle.len();
-    status[at..]
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no number for {key} in {status}"))
+        &status["objects"][key]
+    };
+    value
+        .as_u64()
+        .unwrap_or_else(|| panic!("no top-level {key} in {status}"))
 }
 
 /// Front-ends (VMs) the status lists.
 fn front_ends(status: &str) -> usize {
-    status.matches("\"id\": ").count()
+    parse_status(status)["vms"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no vms in {status}"))
+        .len()
 }
 
 /// The process id of the backend serving `socket` (from /proc).
@@ -285,6 +284,7 @@ fn backend_killed_under_a_running_vm_comes_back_from_its_checkpoint() {
     let out = Command::new(paths::target_dir().join("vgpu-ctl"))
         .arg("--control")
         .arg(&backend.control)
+        .arg("--json")
         .args([
             "checkpoint",
             checkpoint.to_str().expect("utf-8"),

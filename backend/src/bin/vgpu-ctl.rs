@@ -6,17 +6,27 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use vgpu_backend::control_schema::{Line, MetricsReply};
+
+#[path = "vgpu-ctl/human.rs"]
+mod human;
 
 /// Control a running vgpu-backend (started with --control PATH).
 ///
 /// Long operations print progress on stderr; every command prints its
-/// result as one JSON line on stdout and exits non-zero on an error.
+/// result on stdout, readable text by default or the backend's JSON reply
+/// with --json (schema: backend/CONTROL.md), and exits non-zero on an error.
 #[derive(Debug, Parser)]
 #[command(name = "vgpu-ctl", version, about, long_about)]
 struct Args {
     /// The backend's control socket (every command but common-profile).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", global = true)]
     control: Option<PathBuf>,
+
+    /// Print the backend's JSON reply as is (one line; progress lines go to
+    /// stderr as JSON too).
+    #[arg(long, global = true)]
+    json: bool,
 
     #[command(subcommand)]
     command: Command,
@@ -38,6 +48,17 @@ enum Then {
 enum Command {
     /// Connected front-ends, sessions and live objects.
     Status,
+    /// Per-VM and per-device counters (calls, kernels, bytes, memory).
+    Metrics,
+    /// A live table of the per-VM counters, refreshed every --interval.
+    Top {
+        /// Print the table once and exit (for scripts).
+        #[arg(long)]
+        once: bool,
+        /// Seconds between refreshes.
+        #[arg(long, default_value_t = 2.0)]
+        interval: f64,
+    },
     /// Write the vGPU (objects and buffer contents) to FILE, atomically.
     Checkpoint {
         file: PathBuf,
@@ -107,33 +128,71 @@ fn vm_word(vm: Option<u64>) -> String {
     vm.map_or("-".to_string(), |v| v.to_string())
 }
 
+/// An absolute path as a word (any character but NUL travels in JSON).
 fn path_word(path: &std::path::Path) -> Result<String, String> {
     let absolute =
         std::path::absolute(path).map_err(|e| format!("invalid path {}: {e}", path.display()))?;
     let text = absolute
         .to_str()
         .ok_or(format!("path {} is not UTF-8", path.display()))?;
-    if text.contains(['\t', '\n']) {
-        return Err(format!("path {text:?} contains a tab or newline"));
-    }
     Ok(text.to_string())
 }
 
+/// The request line: the command's words as a JSON array.
 fn command_line(command: &Command) -> Result<String, String> {
-    Ok(match command {
-        Command::Status => "status".into(),
-        Command::Checkpoint { file, vm, then } => {
-            let then = format!("{then:?}").to_lowercase();
-            format!("checkpoint\t{}\t{}\t{then}", path_word(file)?, vm_word(*vm))
-        }
-        Command::Restore { file, vm } => format!("restore\t{}\t{}", path_word(file)?, vm_word(*vm)),
-        Command::Rehome { device } => format!("rehome\t{device}"),
-        Command::Profile { file, vm } => format!("profile\t{}\t{}", path_word(file)?, vm_word(*vm)),
-        Command::Accepts { file } => format!("accepts\t{}", path_word(file)?),
-        Command::Pause { vm } => format!("pause\t{}", vm_word(*vm)),
-        Command::Resume { vm } => format!("resume\t{}", vm_word(*vm)),
+    let words: Vec<String> = match command {
+        Command::Status => vec!["status".into()],
+        Command::Metrics | Command::Top { .. } => vec!["metrics".into()],
+        Command::Checkpoint { file, vm, then } => vec![
+            "checkpoint".into(),
+            path_word(file)?,
+            vm_word(*vm),
+            format!("{then:?}").to_lowercase(),
+        ],
+        Command::Restore { file, vm } => vec!["restore".into(), path_word(file)?, vm_word(*vm)],
+        Command::Rehome { device } => vec!["rehome".into(), device.clone()],
+        Command::Profile { file, vm } => vec!["profile".into(), path_word(file)?, vm_word(*vm)],
+        Command::Accepts { file } => vec!["accepts".into(), path_word(file)?],
+        Command::Pause { vm } => vec!["pause".into(), vm_word(*vm)],
+        Command::Resume { vm } => vec!["resume".into(), vm_word(*vm)],
         Command::CommonProfile { .. } => unreachable!("handled without a backend"),
-    })
+    };
+    Ok(serde_json::to_string(&words).expect("strings serialize"))
+}
+
+/// Sends one command; returns the final line (progress lines go to stderr).
+fn ask(control: &std::path::Path, line: &str, json: bool) -> std::io::Result<String> {
+    let mut stream = UnixStream::connect(control)?;
+    writeln!(stream, "{line}")?;
+    for answer in BufReader::new(stream).lines() {
+        let answer = answer?;
+        match Line::parse(&answer) {
+            Ok(Line::Progress { progress }) => {
+                if json {
+                    eprintln!("{answer}");
+                } else {
+                    eprintln!(
+                        "progress: {} bytes written, {} of {} buffer bytes, {:.1} MB/s",
+                        progress.bytes,
+                        progress.buffer_bytes,
+                        progress.buffer_total,
+                        progress.rate_mb_s
+                    );
+                }
+            }
+            Ok(_) => return Ok(answer),
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("the backend answered something not JSON ({e}): {answer}"),
+                ))
+            }
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::UnexpectedEof,
+        "the backend closed the connection",
+    ))
 }
 
 fn main() -> ExitCode {
@@ -158,25 +217,24 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let result = (|| -> std::io::Result<String> {
-        let mut stream = UnixStream::connect(&control)?;
-        writeln!(stream, "{line}")?;
-        for answer in BufReader::new(stream).lines() {
-            let answer = answer?;
-            if answer.starts_with('{') {
-                return Ok(answer);
-            }
-            eprintln!("{answer}");
-        }
-        Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "the backend closed the connection",
-        ))
-    })();
-    match result {
+    if let Command::Top { once, interval } = args.command {
+        return top(&control, once, interval, args.json);
+    }
+    match ask(&control, &line, args.json) {
         Ok(answer) => {
-            println!("{answer}");
-            if answer.starts_with(r#"{"error""#) {
+            let failed = matches!(Line::parse(&answer), Ok(Line::Error { .. }));
+            if args.json {
+                println!("{answer}");
+            } else {
+                match human::render(&args.command, &answer) {
+                    Ok(text) if failed => eprint!("{text}"),
+                    Ok(text) => print!("{text}"),
+                    // A reply this vgpu-ctl does not know the shape of
+                    // (a newer backend): show it as it came.
+                    Err(_) => println!("{answer}"),
+                }
+            }
+            if failed {
                 ExitCode::FAILURE
             } else {
                 ExitCode::SUCCESS
@@ -186,5 +244,45 @@ fn main() -> ExitCode {
             eprintln!("vgpu-ctl: cannot talk to {}: {e}", control.display());
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `vgpu-ctl top`: the metrics as a table, redrawn until interrupted.
+fn top(control: &std::path::Path, once: bool, interval: f64, json: bool) -> ExitCode {
+    let interval = std::time::Duration::from_secs_f64(interval.clamp(0.1, 3600.0));
+    let mut previous: Option<(std::time::Instant, MetricsReply)> = None;
+    loop {
+        let answer = match ask(control, r#"["metrics"]"#, json) {
+            Ok(answer) => answer,
+            Err(e) => {
+                eprintln!("vgpu-ctl: cannot talk to {}: {e}", control.display());
+                return ExitCode::FAILURE;
+            }
+        };
+        let figures: MetricsReply = match serde_json::from_str(&answer) {
+            Ok(figures) => figures,
+            Err(_) => {
+                eprintln!("vgpu-ctl: {answer}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let now = std::time::Instant::now();
+        let table = if json {
+            answer
+        } else {
+            human::top_table(&figures, previous.as_ref().map(|(t, p)| (now - *t, p)))
+        };
+        if once {
+            print!("{table}");
+            if json {
+                println!();
+            }
+            return ExitCode::SUCCESS;
+        }
+        // Clear the screen and home the cursor, then draw.
+        println!("\x1b[2J\x1b[H{table}");
+        let _ = std::io::stdout().flush();
+        previous = Some((now, figures));
+        std::thread::sleep(interval);
     }
 }

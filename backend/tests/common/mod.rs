@@ -84,18 +84,20 @@ impl Backend {
         RawFrontend::connect(&self.socket)
     }
 
-    /// `vgpu-ctl status` output.
-    pub fn status(&self) -> String {
+    /// `vgpu-ctl --json status`, parsed.
+    pub fn status(&self) -> serde_json::Value {
         let (ok, out) = self.ctl(&["status"]);
         assert!(ok, "vgpu-ctl failed: {out}");
-        out
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("status is not JSON ({e}): {out}"))
     }
 
-    /// Runs `vgpu-ctl ARGS` against this daemon: (success, stdout).
+    /// Runs `vgpu-ctl --json ARGS` against this daemon: (success, stdout:
+    /// the backend's JSON reply).
     pub fn ctl(&self, args: &[&str]) -> (bool, String) {
         let out = Command::new(env!("CARGO_BIN_EXE_vgpu-ctl"))
             .arg("--control")
             .arg(&self.control)
+            .arg("--json")
             .args(args)
             .output()
             .expect("run vgpu-ctl");

@@ -46,6 +46,7 @@ impl Ctl {
         let output = Command::new(&self.binary)
             .arg("--control")
             .arg(&self.control)
+            .arg("--json")
             .args(args)
             .output()
             .map_err(io("run", &self.binary))?;
