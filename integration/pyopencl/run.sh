@@ -17,6 +17,9 @@
 #   PYOPENCL_TESTS     default test files (space-separated)
 #   PYOPENCL_K         a pytest -k expression for both sides
 #   PYOPENCL_MAX_LOST  fail (exit 3) above this many native-only passes
+#   PYOPENCL_KNOWN     a file of tests allowed to pass natively only, one
+#                      id per line with its reason after '#': fail (exit 3)
+#                      when any other test passes natively only
 #   PYOPENCL_OUT       folder for the JUnit reports and figures.json
 #                      (default: a temporary folder, printed)
 #   VGPU_PROFILE       debug (default) or release: which build to use
@@ -121,6 +124,16 @@ side vgpu "$work/vgpu-icd" vgpu VGPU_SOCKET="$socket"
 echo "== ${tests[*]}"
 python3 "$here/compare.py" "$out/native.xml" "$out/vgpu.xml" "$out/figures.json" | tee "$out/summary.txt"
 echo "reports: $out"
+if [ -n "${PYOPENCL_KNOWN:-}" ]; then
+    unexpected=$(sed -n '/^passing natively but not through vgpu/,$p' "$out/summary.txt" |
+        awk 'NR > 1 { print $2 }' |
+        grep -v -x -F -f <(sed 's/#.*//; s/[[:space:]]*$//; /^$/d' "$PYOPENCL_KNOWN") || true)
+    if [ -n "$unexpected" ]; then
+        echo "passing natively only, and not in $PYOPENCL_KNOWN:" >&2
+        echo "$unexpected" | sed 's/^/  /' >&2
+        exit 3
+    fi
+fi
 if [ -n "${PYOPENCL_MAX_LOST:-}" ]; then
     lost=$(sed -n 's/^passing natively but not through vgpu: //p' "$out/summary.txt")
     [ "$lost" -le "$PYOPENCL_MAX_LOST" ] || exit 3
