@@ -29,7 +29,7 @@
 set -euo pipefail
 
 PINS="pyopencl==2026.1.4 pytools==2026.1.1 numpy==2.4.6 mako==1.4.3 markupsafe==3.0.4 pytest==8.3.4 platformdirs==4.14.7 siphash24==1.9"
-QUICK="test_wrapper.py test_enqueue_copy.py test_arrays_in_structs.py"
+QUICK="test_wrapper.py test_enqueue_copy.py test_arrays_in_structs.py test_clrandom.py"
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
