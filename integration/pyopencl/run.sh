@@ -17,8 +17,8 @@
 #   PYOPENCL_TESTS     default test files (space-separated)
 #   PYOPENCL_K         a pytest -k expression for both sides
 #   PYOPENCL_MAX_LOST  fail (exit 3) above this many native-only passes
-#   PYOPENCL_OUT       folder for the JUnit reports and figures.json
-#                      (default: a temporary folder, printed)
+#   PYOPENCL_OUT       folder for the logs, JUnit reports and figures.json
+#                      (default: target/pyopencl; each run replaces them)
 #   VGPU_PROFILE       debug (default) or release: which build to use
 #
 # pyopencl, pytest and numpy come from PyPI at the pinned versions into a
@@ -68,8 +68,10 @@ library=$root/target/$profile/libvgpu_opencl.so
 backend=$root/target/$profile/vgpu-backend
 
 work=$(mktemp -d /tmp/vgpu-pyopencl.XXXXXX)
-out=${PYOPENCL_OUT:-$work/out}
-mkdir -p "$out" "$work/native-icd" "$work/vgpu-icd"
+out=${PYOPENCL_OUT:-$root/target/pyopencl}
+mkdir -p "$out"
+rm -f "$out"/native.* "$out"/vgpu.* "$out"/backend.log "$out"/figures.json "$out"/summary.txt
+mkdir -p "$work/native-icd" "$work/vgpu-icd"
 pocl=$(grep -l -i pocl /etc/OpenCL/vendors/*.icd | head -1 || true)
 if [ -z "$pocl" ]; then
     echo "no PoCL ICD in /etc/OpenCL/vendors" >&2
@@ -83,7 +85,7 @@ backend_pid=$!
 cleanup() {
     kill "$backend_pid" 2>/dev/null || true
     wait "$backend_pid" 2>/dev/null || true
-    rm -rf "$work/native-icd" "$work/vgpu-icd" "$work"/cache-* "$socket"
+    rm -rf "$work"
 }
 trap cleanup EXIT
 for _ in $(seq 200); do
