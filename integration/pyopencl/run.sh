@@ -20,8 +20,8 @@
 #   PYOPENCL_KNOWN     a file of tests allowed to pass natively only, one
 #                      id per line with its reason after '#': fail (exit 3)
 #                      when any other test passes natively only
-#   PYOPENCL_OUT       folder for the JUnit reports and figures.json
-#                      (default: a temporary folder, printed)
+#   PYOPENCL_OUT       folder for the logs, JUnit reports and figures.json
+#                      (default: target/pyopencl; each run replaces them)
 #   VGPU_PROFILE       debug (default) or release: which build to use
 #
 # pyopencl, pytest and numpy come from PyPI at the pinned versions into a
@@ -32,7 +32,7 @@
 set -euo pipefail
 
 PINS="pyopencl==2026.1.4 pytools==2026.1.1 numpy==2.4.6 mako==1.4.3 markupsafe==3.0.4 pytest==8.3.4 platformdirs==4.14.7 siphash24==1.9"
-QUICK="test_wrapper.py test_enqueue_copy.py test_arrays_in_structs.py"
+QUICK="test_wrapper.py test_enqueue_copy.py test_arrays_in_structs.py test_clrandom.py"
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -71,8 +71,10 @@ library=$root/target/$profile/libvgpu_opencl.so
 backend=$root/target/$profile/vgpu-backend
 
 work=$(mktemp -d /tmp/vgpu-pyopencl.XXXXXX)
-out=${PYOPENCL_OUT:-$work/out}
-mkdir -p "$out" "$work/native-icd" "$work/vgpu-icd"
+out=${PYOPENCL_OUT:-$root/target/pyopencl}
+mkdir -p "$out"
+rm -f "$out"/native.* "$out"/vgpu.* "$out"/backend.log "$out"/figures.json "$out"/summary.txt
+mkdir -p "$work/native-icd" "$work/vgpu-icd"
 pocl=$(grep -l -i pocl /etc/OpenCL/vendors/*.icd | head -1 || true)
 if [ -z "$pocl" ]; then
     echo "no PoCL ICD in /etc/OpenCL/vendors" >&2
@@ -86,7 +88,7 @@ backend_pid=$!
 cleanup() {
     kill "$backend_pid" 2>/dev/null || true
     wait "$backend_pid" 2>/dev/null || true
-    rm -rf "$work/native-icd" "$work/vgpu-icd" "$work"/cache-* "$socket"
+    rm -rf "$work"
 }
 trap cleanup EXIT
 for _ in $(seq 200); do

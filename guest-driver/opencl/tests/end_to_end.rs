@@ -577,7 +577,7 @@ fn zero_sized_ndranges_behave_as_natively() {
     // The CTS's zero_sized_enqueue: every launch succeeds, nothing is
     // written, a gated one stays CL_QUEUED (3) until its user event is set.
     for queue in ["in-order", "out-of-order"] {
-        for case in ["1d", "2d", "3d", "finish", "gated", "after"] {
+        for case in ["null", "1d", "2d", "3d", "finish", "gated", "after"] {
             assert_eq!(
                 probe_field(&through, &format!("{queue} {case}")),
                 "0",

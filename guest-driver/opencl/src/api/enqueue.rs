@@ -100,8 +100,12 @@ fn enqueue_nd_range_kernel(
         return Err(CL_INVALID_WORK_DIMENSION);
     }
     let dim = work_dim as usize;
-    // CL_INVALID_GLOBAL_WORK_SIZE if global_work_size is NULL.
-    let global = dims(global, dim, 1)?.ok_or(CL_INVALID_GLOBAL_WORK_SIZE)?;
+    // OpenCL 3.0: "If global_work_size is NULL, or the value in any passed
+    // dimension is 0 then the kernel command will trivially succeed after
+    // its event dependencies are satisfied" (earlier versions answered
+    // CL_INVALID_GLOBAL_WORK_SIZE for NULL). Sent as a zero size, which the
+    // device runs as that no-op.
+    let global = dims(global, dim, 1)?.unwrap_or([0, 1, 1]);
     let offset = dims(offset, dim, 0)?.unwrap_or([0; 3]);
     // CL_INVALID_GLOBAL_OFFSET if global_work_size + global_work_offset
     // overflows a size_t.

@@ -3,6 +3,8 @@
  * CTS's zero_sized_enqueue runs them; one waits on a user event and must
  * stay CL_QUEUED until the event is set.
  *
+ * A NULL global size is such a launch too (OpenCL 3.0).
+ *
  * Prints "<queue> <case>: <status>" lines and "<queue> untouched: yes|no"
  * (the output buffer kept its zeros). */
 #define CL_TARGET_OPENCL_VERSION 300
@@ -21,6 +23,7 @@ static void run(cl_context context, cl_device_id device, cl_kernel kernel,
     clEnqueueWriteBuffer(queue, out, CL_TRUE, 0, sizeof zeros, zeros, 0, NULL, NULL);
     clSetKernelArg(kernel, 0, sizeof out, &out);
     size_t one_d = 0, two_d[2] = {1, 0}, three_d[3] = {1, 1, 0};
+    printf("%s null: %d\n", name, clEnqueueNDRangeKernel(queue, kernel, 2, NULL, NULL, NULL, 0, NULL, NULL));
     printf("%s 1d: %d\n", name, clEnqueueNDRangeKernel(queue, kernel, 1, NULL, &one_d, NULL, 0, NULL, NULL));
     printf("%s 2d: %d\n", name, clEnqueueNDRangeKernel(queue, kernel, 2, NULL, two_d, NULL, 0, NULL, NULL));
     printf("%s 3d: %d\n", name, clEnqueueNDRangeKernel(queue, kernel, 3, NULL, three_d, NULL, 0, NULL, NULL));
