@@ -159,6 +159,7 @@ impl CudaSession {
             let _ = self.functions.release(function);
         }
         drop(module);
+        self.image_charges.remove(&handle);
         self.modules.release(handle)
     }
 

@@ -8,7 +8,8 @@
 //!
 //! A staged upload is bounded (`MAX_IMAGE_LEN` per image,
 //! `MAX_STAGED_BYTES` per session) and its bytes count against the VM's
-//! memory quota until the load consumes them.
+//! memory quota from the first chunk until the module is unloaded (the
+//! backend keeps the image for snapshots).
 
 use std::collections::HashMap;
 use std::ffi::c_int;
@@ -24,6 +25,12 @@ use crate::quota::Charge;
 
 /// Most uploads one session may have open at a time.
 const MAX_UPLOADS: usize = 64;
+
+/// The quota charge of a module image that arrived in chunks: the backend
+/// keeps the image (for snapshots) while the module lives, so its bytes
+/// stay charged to the VM until the module is unloaded.
+#[derive(Default)]
+pub(super) struct ImageCharge(#[allow(dead_code)] Vec<Option<Charge>>);
 
 /// Unfinished image uploads of one session.
 #[derive(Default)]
@@ -81,15 +88,15 @@ impl Uploads {
         Ok(())
     }
 
-    /// The whole image of `upload`, which must be `len` bytes; the upload
-    /// is gone afterwards either way.
-    pub fn take(&mut self, upload: u64, len: u64) -> Result<Vec<u8>, Status> {
-        let (bytes, _charges) = self.open.remove(&upload).ok_or_else(invalid)?;
+    /// The whole image of `upload`, which must be `len` bytes, with the
+    /// quota charges of its bytes; the upload is gone afterwards either way.
+    pub fn take(&mut self, upload: u64, len: u64) -> Result<(Vec<u8>, ImageCharge), Status> {
+        let (bytes, charges) = self.open.remove(&upload).ok_or_else(invalid)?;
         self.total -= bytes.len() as u64;
         if bytes.len() as u64 != len {
             return Err(invalid());
         }
-        Ok(bytes)
+        Ok((bytes, ImageCharge(charges)))
     }
 
     fn discard(&mut self, upload: u64) {
@@ -112,8 +119,10 @@ impl CudaSession {
     }
 
     pub(super) fn load_staged(&mut self, m: &CuModuleLoadStaged) -> Result<(), Status> {
-        let image = self.uploads.take(m.upload, m.len)?;
-        self.load_image(m.module, m.ctx, image)
+        let (image, charge) = self.uploads.take(m.upload, m.len)?;
+        self.load_image(m.module, m.ctx, image)?;
+        self.image_charges.insert(m.module, charge);
+        Ok(())
     }
 
     pub(super) fn stream_priority_range(&mut self, ctx: u64) -> Result<Vec<u8>, Status> {
@@ -172,7 +181,7 @@ mod tests {
         uploads.append(&memory, 7, 0, &[1, 2, 3]).unwrap();
         uploads.append(&memory, 7, 3, &[4, 5]).unwrap();
         assert_eq!(uploads.staged(), 5);
-        assert_eq!(uploads.take(7, 5).unwrap(), vec![1, 2, 3, 4, 5]);
+        assert_eq!(uploads.take(7, 5).unwrap().0, vec![1, 2, 3, 4, 5]);
         assert_eq!(uploads.staged(), 0);
         assert!(uploads.take(7, 5).is_err(), "consumed");
     }
@@ -220,7 +229,9 @@ mod tests {
             "the refused upload gave its bytes back"
         );
         uploads.append(&memory, 2, 0, &[0; 10]).unwrap();
-        uploads.take(2, 10).unwrap();
-        assert_eq!(quota.memory_used(), 0);
+        let (_, charge) = uploads.take(2, 10).unwrap();
+        assert_eq!(quota.memory_used(), 10, "the loaded image stays charged");
+        drop(charge);
+        assert_eq!(quota.memory_used(), 0, "until its module goes");
     }
 }

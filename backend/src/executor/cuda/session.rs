@@ -51,6 +51,8 @@ pub struct CudaSession {
     pub(super) memory: MemoryAccount,
     /// Module images arriving in chunks.
     pub(super) uploads: super::library::Uploads,
+    /// Quota charges of module images that arrived in chunks, by module.
+    pub(super) image_charges: std::collections::HashMap<u64, super::library::ImageCharge>,
     /// The context current on the session's thread, to skip redundant sets.
     current: sys::CUcontext,
 }
@@ -75,6 +77,7 @@ impl CudaSession {
             relocations: BTreeMap::new(),
             memory: MemoryAccount::default(),
             uploads: Default::default(),
+            image_charges: Default::default(),
             current: std::ptr::null_mut(),
         }
     }
