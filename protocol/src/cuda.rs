@@ -18,6 +18,18 @@ pub const API_VERSION: u32 = 13000;
 /// is 32 764 bytes since 12.1).
 pub const MAX_PARAM_BUFFER: usize = 32 * 1024;
 
+/// Largest module image (a library's fat binary) the backend takes: larger
+/// than one message, so images over [`IMAGE_CHUNK`] travel in chunks
+/// (`CuImageChunk`) and load with `CuModuleLoadStaged`.
+pub const MAX_IMAGE_LEN: u64 = 1 << 30;
+
+/// Size of one `CuImageChunk`; an image up to this size goes whole in
+/// `CuModuleLoad`.
+pub const IMAGE_CHUNK: usize = 8 << 20;
+
+/// Bytes of unfinished uploads one session may hold at a time.
+pub const MAX_STAGED_BYTES: u64 = 2 << 30;
+
 /// Device attributes the reply to `CuDeviceInfo` carries (indices `0..N`).
 pub const DEVICE_ATTRIBUTE_COUNT: u32 = 160;
 
@@ -309,6 +321,9 @@ replies! {
     CuIntReply { value: i32, second: i32 }
     /// Reply to `CuEventElapsedTime`: milliseconds as `f32` bits.
     CuElapsedReply { millis_bits: u32 }
+    /// Reply to queries that answer one 64-bit value (`cuCtxGetLimit`,
+    /// available dynamic shared memory).
+    CuValueReply { value: u64 }
 }
 
 #[cfg(test)]
@@ -422,9 +437,69 @@ mod tests {
             CuDeviceInfoReply::from_bytes(&reply.to_bytes()).unwrap(),
             reply
         );
+        let value = CuValueReply {
+            value: u64::MAX - 1,
+        };
+        assert_eq!(CuValueReply::from_bytes(&value.to_bytes()).unwrap(), value);
         let dims: [u32; 3] = [1, 2, 3];
         let mut w = Writer::new();
         dims.put(&mut w);
         assert_eq!(<[u32; 3]>::get(&mut Reader::new(&w.bytes)).unwrap(), dims);
+    }
+
+    #[test]
+    fn library_messages_round_trip() {
+        use crate::messages::{
+            CuCtxGetLimit, CuCtxGetStreamPriorityRange, CuImageChunk, CuModuleLoadStaged,
+            CuOccupancyAvailableDynamicSMem, CuOccupancyMaxActiveClusters, Request,
+        };
+        let requests: Vec<Request> = vec![
+            CuImageChunk {
+                upload: 9,
+                offset: IMAGE_CHUNK as u64,
+                data: vec![0xab; 4096],
+            }
+            .into(),
+            CuModuleLoadStaged {
+                module: 10,
+                ctx: 1,
+                upload: 9,
+                len: IMAGE_CHUNK as u64 + 4096,
+            }
+            .into(),
+            CuCtxGetStreamPriorityRange { ctx: 1 }.into(),
+            CuCtxGetLimit { ctx: 1, limit: 5 }.into(),
+            CuOccupancyAvailableDynamicSMem {
+                function: 3,
+                blocks: 2,
+                block_size: 128,
+            }
+            .into(),
+            CuOccupancyMaxActiveClusters {
+                function: 3,
+                grid: [8, 1, 1],
+                block: [128, 1, 1],
+                shared_mem: 0,
+                cluster: [2, 1, 1],
+            }
+            .into(),
+        ];
+        for request in requests {
+            let mut w = Writer::new();
+            request.encode_payload(&mut w);
+            assert!(OPCODES.contains(&request.opcode()));
+            assert_eq!(
+                Request::decode(request.opcode(), &w.bytes).unwrap(),
+                request
+            );
+            // A truncated payload is an error, never a panic.
+            assert!(Request::decode(request.opcode(), &w.bytes[..w.bytes.len() - 1]).is_err());
+        }
+    }
+
+    #[test]
+    fn one_chunk_fits_in_a_request() {
+        assert!(IMAGE_CHUNK as u64 + 64 <= u64::from(crate::limits::MAX_REQUEST_LEN));
+        assert!(IMAGE_CHUNK as u64 <= MAX_IMAGE_LEN && MAX_IMAGE_LEN <= MAX_STAGED_BYTES);
     }
 }

@@ -196,6 +196,10 @@ requests! {
     CuPrimaryCtxRelease = 0x2013 { device: u32 }
     CuPrimaryCtxReset = 0x2014 { device: u32 }
     CuCtxSynchronize = 0x2015 { ctx: u64 }
+    /// `cuCtxGetStreamPriorityRange`. Reply: `CuIntReply` (least, greatest).
+    CuCtxGetStreamPriorityRange = 0x2016 { ctx: u64 }
+    /// `cuCtxGetLimit` (`limit` is a `CUlimit`). Reply: `CuValueReply`.
+    CuCtxGetLimit = 0x2017 { ctx: u64, limit: u32 }
     /// Reply: `CuRangeReply` (the device pointer).
     CuMemAlloc = 0x2020 { ctx: u64, size: u64 }
     CuMemFree = 0x2021 { ptr: u64 }
@@ -221,6 +225,17 @@ requests! {
     CuOccupancyMaxActiveBlocks = 0x2037 { function: u64, block_size: u32, dynamic_smem: u64, flags: u32 }
     /// Reply: `CuIntReply` (minimum grid size, block size).
     CuOccupancyMaxPotentialBlockSize = 0x2038 { function: u64, dynamic_smem: u64, block_size_limit: u32, flags: u32 }
+    /// One piece of a module image too large for one message, in order
+    /// (`offset` is the bytes sent before it); see `cuda::MAX_IMAGE_LEN`.
+    CuImageChunk = 0x2039 { upload: u64, offset: u64, data: Vec<u8> }
+    /// `CuModuleLoad` of the image the chunks of `upload` carried (`len`
+    /// bytes in all); the upload is consumed either way.
+    CuModuleLoadStaged = 0x203a { module: u64, ctx: u64, upload: u64, len: u64 }
+    /// `cuOccupancyAvailableDynamicSMemPerBlock`. Reply: `CuValueReply`.
+    CuOccupancyAvailableDynamicSMem = 0x203b { function: u64, blocks: u32, block_size: u32 }
+    /// `cuOccupancyMaxActiveClusters` for a launch of this shape (`cluster`
+    /// all 0: the kernel's own cluster dimensions). Reply: `CuIntReply`.
+    CuOccupancyMaxActiveClusters = 0x203c { function: u64, grid: [u32; 3], block: [u32; 3], shared_mem: u32, cluster: [u32; 3] }
     /// `params` is the packed parameter buffer, laid out as the function's reply said.
     CuLaunchKernel = 0x2040 { function: u64, ctx: u64, stream: u64, grid: [u32; 3], block: [u32; 3], shared_mem: u32, params: Vec<u8> }
     CuStreamCreate = 0x2050 { stream: u64, ctx: u64, flags: u32, priority: i32 }

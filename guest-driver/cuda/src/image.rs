@@ -4,12 +4,13 @@
 
 use std::ffi::{c_char, c_void, CStr};
 
+use vgpu_protocol::cuda::MAX_IMAGE_LEN;
 use vgpu_protocol::cuda::{elf_len, fatbin_len, ELF_MAGIC, FATBIN_MAGIC, FATBIN_WRAPPER_MAGIC};
-use vgpu_protocol::limits::MAX_BYTES_FIELD;
 
 use crate::ffi::{result, CuResult};
 
-const MAX: u64 = MAX_BYTES_FIELD as u64;
+/// Images larger than one message travel in chunks (`api::module::send_image`).
+const MAX: u64 = MAX_IMAGE_LEN;
 
 fn read(base: *const u8, offset: u64, len: usize) -> Option<Vec<u8>> {
     if offset.checked_add(len as u64)? > MAX {

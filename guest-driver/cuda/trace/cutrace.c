@@ -16,7 +16,10 @@
  * cudaErrorSoftwareValidityNotEstablished). CUTRACE_HASH=1 wraps those two as
  * well and answers the integrity check itself, with the hash (integrity.c)
  * computed over the copies' addresses; it also checks that hash against the
- * driver's own answer for the real addresses.
+ * driver's own answer for the real addresses. CUTRACE_ARGS="69a28e9f:24,..."
+ * (the first 8 hex digits of a UUID and a slot, comma-separated, at most 24)
+ * logs each call of those slots to stderr: arguments, result, and 32 bytes
+ * behind each readable pointer argument before and after the call.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -284,6 +287,83 @@ static void uuid_str(const CUuuid *id, char *out)
 		sprintf(out + 2 * i, "%02x", id->b[i]);
 }
 
+/*
+ * Argument logging for chosen slots (CUTRACE_ARGS="69a28e9f:24,21318c60:4",
+ * the first 8 hex digits of a UUID and a slot): each call prints its first
+ * six integer arguments, the result, and the first 32 bytes behind every
+ * argument that points at readable memory, before and after the call.
+ */
+#include <sys/uio.h>
+#define NARGW 24
+static void *argw_orig[NARGW];
+static char argw_name[NARGW][48];
+static int nargw;
+
+static int peek(uint64_t addr, uint64_t out[4])
+{
+	struct iovec local = {out, 32}, remote = {(void *)addr, 32};
+	return addr >= 4096 && process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == 32;
+}
+
+static void dump_args(const char *when, int k, const uint64_t a[6])
+{
+	for (int i = 0; i < 6; i++) {
+		uint64_t m[4];
+		if (peek(a[i], m))
+			fprintf(stderr, "[cutrace-args] %s %s a%d -> %016llx %016llx %016llx %016llx\n", argw_name[k],
+				when, i, (unsigned long long)m[0], (unsigned long long)m[1],
+				(unsigned long long)m[2], (unsigned long long)m[3]);
+	}
+}
+
+static uint64_t argw_call(int k, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4,
+			  uint64_t a5)
+{
+	typedef uint64_t (*f6)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t);
+	const uint64_t a[6] = {a0, a1, a2, a3, a4, a5};
+	dump_args("before", k, a);
+	uint64_t r = ((f6)argw_orig[k])(a0, a1, a2, a3, a4, a5);
+	fprintf(stderr, "[cutrace-args] %s(%llx, %llx, %llx, %llx, %llx, %llx) = %llx\n", argw_name[k],
+		(unsigned long long)a0, (unsigned long long)a1, (unsigned long long)a2,
+		(unsigned long long)a3, (unsigned long long)a4, (unsigned long long)a5,
+		(unsigned long long)r);
+	dump_args("after", k, a);
+	return r;
+}
+
+#define ARGW(k)                                                                                    \
+	static uint64_t argw##k(uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4,    \
+				uint64_t a5)                                                       \
+	{                                                                                          \
+		return argw_call(k, a0, a1, a2, a3, a4, a5);                                       \
+	}
+ARGW(0) ARGW(1) ARGW(2) ARGW(3) ARGW(4) ARGW(5) ARGW(6) ARGW(7) ARGW(8) ARGW(9) ARGW(10) ARGW(11)
+ARGW(12) ARGW(13) ARGW(14) ARGW(15) ARGW(16) ARGW(17) ARGW(18) ARGW(19) ARGW(20) ARGW(21) ARGW(22)
+ARGW(23)
+static void *const argw_fns[NARGW] = {argw0,  argw1,  argw2,  argw3,  argw4,  argw5,  argw6,  argw7,
+				      argw8,  argw9,  argw10, argw11, argw12, argw13, argw14, argw15,
+				      argw16, argw17, argw18, argw19, argw20, argw21, argw22, argw23};
+
+/* The logging wrapper for slot s of the table uu, if CUTRACE_ARGS names it. */
+static void *arg_wrapper(const char *uu, int s, void *target)
+{
+	const char *want = getenv("CUTRACE_ARGS");
+	char key[32];
+	snprintf(key, sizeof key, "%.8s:%d", uu, s);
+	if (!want || nargw >= NARGW)
+		return NULL;
+	for (const char *p = strstr(want, key); p; p = strstr(p + 1, key)) {
+		char end = p[strlen(key)];
+		if ((p == want || p[-1] == ',') && (end == 0 || end == ',')) {
+			int k = nargw++;
+			argw_orig[k] = target;
+			snprintf(argw_name[k], sizeof argw_name[k], "%s[%d]", uu, s);
+			return argw_fns[k];
+		}
+	}
+	return NULL;
+}
+
 static const void *wrap_table(struct table *t, int ti, const uint64_t *orig)
 {
 	t->first = orig[0];
@@ -314,6 +394,9 @@ static const void *wrap_table(struct table *t, int ti, const uint64_t *orig)
 		char uu[33];
 		uuid_str(&t->id, uu);
 		snprintf(name, sizeof name, "%s[%d]", uu, s);
+		void *logged = arg_wrapper(uu, s, (void *)t->copy[s]);
+		if (logged)
+			t->copy[s] = (uint64_t)logged;
 		int k = new_tramp((void *)t->copy[s], T_SLOT, ti, s, name);
 		if (k < 0)
 			break;

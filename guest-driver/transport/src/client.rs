@@ -118,6 +118,11 @@ impl Client {
         &self.opened
     }
 
+    /// The largest request (header included) the transport carries.
+    pub fn max_request_len(&self) -> usize {
+        self.lock().transport.max_request_len()
+    }
+
     pub fn is_strict(&self) -> bool {
         self.strict
     }

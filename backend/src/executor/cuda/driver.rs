@@ -181,3 +181,99 @@ pub fn set_current(ctx: sys::CUcontext) -> Result<(), Status> {
     // SAFETY: `ctx` is a live context (or null, which unbinds).
     check(unsafe { sys::cuCtxSetCurrent(ctx) })
 }
+
+/// `cuCtxGetLimit` of the current context, the limit as a plain integer.
+pub fn context_limit(limit: u32) -> Result<u64, Status> {
+    type F = unsafe extern "C" fn(*mut usize, c_int) -> c_int;
+    let f: F = symbol(b"cuCtxGetLimit\0")?;
+    let limit = c_int::try_from(limit).map_err(|_| Status(result::ERROR_INVALID_VALUE))?;
+    let mut value = 0usize;
+    // SAFETY: `value` is valid for writes; the driver checks the limit.
+    code(unsafe { f(&mut value, limit) })?;
+    Ok(value as u64)
+}
+
+/// `cuCtxGetStreamPriorityRange` of the current context: (least, greatest).
+pub fn stream_priority_range() -> Result<(i32, i32), Status> {
+    type F = unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int;
+    let f: F = symbol(b"cuCtxGetStreamPriorityRange\0")?;
+    let (mut least, mut greatest) = (0, 0);
+    // SAFETY: both outputs are valid for writes.
+    code(unsafe { f(&mut least, &mut greatest) })?;
+    Ok((least, greatest))
+}
+
+/// `cuOccupancyAvailableDynamicSMemPerBlock`.
+pub fn available_dynamic_smem(
+    function: sys::CUfunction,
+    blocks: c_int,
+    block_size: c_int,
+) -> Result<u64, Status> {
+    type F = unsafe extern "C" fn(*mut usize, sys::CUfunction, c_int, c_int) -> c_int;
+    let f: F = symbol(b"cuOccupancyAvailableDynamicSMemPerBlock\0")?;
+    let mut size = 0usize;
+    // SAFETY: `function` is a live function of the session; `size` is
+    // valid for writes.
+    code(unsafe { f(&mut size, function, blocks, block_size) })?;
+    Ok(size as u64)
+}
+
+/// `CUlaunchAttribute` (an id and a 64-byte value union).
+#[repr(C)]
+struct LaunchAttribute {
+    id: u32,
+    pad: [u8; 4],
+    value: [u32; 16],
+}
+
+/// `CUlaunchConfig`.
+#[repr(C)]
+struct LaunchConfig {
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_mem: u32,
+    stream: *mut std::ffi::c_void,
+    attrs: *const LaunchAttribute,
+    num_attrs: u32,
+}
+
+/// `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`.
+const CLUSTER_DIMENSION: u32 = 4;
+
+/// `cuOccupancyMaxActiveClusters` for a launch of this shape; `cluster`
+/// all 0 leaves the kernel's own cluster dimensions.
+pub fn max_active_clusters(
+    function: sys::CUfunction,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_mem: u32,
+    cluster: [u32; 3],
+) -> Result<i32, Status> {
+    type F = unsafe extern "C" fn(*mut c_int, sys::CUfunction, *const LaunchConfig) -> c_int;
+    let f: F = symbol(b"cuOccupancyMaxActiveClusters\0")?;
+    let mut value = [0u32; 16];
+    value[..3].copy_from_slice(&cluster);
+    let attribute = LaunchAttribute {
+        id: CLUSTER_DIMENSION,
+        pad: [0; 4],
+        value,
+    };
+    let with_cluster = cluster != [0; 3];
+    let config = LaunchConfig {
+        grid,
+        block,
+        shared_mem,
+        stream: std::ptr::null_mut(),
+        attrs: if with_cluster {
+            &attribute
+        } else {
+            std::ptr::null()
+        },
+        num_attrs: u32::from(with_cluster),
+    };
+    let mut clusters = 0;
+    // SAFETY: `function` is a live function of the session; the config and
+    // its one attribute live across the call; `clusters` is valid for writes.
+    code(unsafe { f(&mut clusters, function, &config) })?;
+    Ok(clusters)
+}

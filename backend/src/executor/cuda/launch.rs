@@ -104,12 +104,21 @@ impl CudaSession {
     }
 
     pub(super) fn load_module(&mut self, m: &CuModuleLoad) -> Result<(), Status> {
-        let ctx = self.enter(m.ctx)?;
-        let kind = ImageKind::detect(&m.image).ok_or(cuda(result::ERROR_INVALID_IMAGE))?;
-        if !check_image(kind, &m.image) {
+        self.load_image(m.module, m.ctx, m.image.clone())
+    }
+
+    /// Loads `image` as module `handle` of context `ctx`.
+    pub(super) fn load_image(
+        &mut self,
+        handle: u64,
+        ctx: u64,
+        mut image: Vec<u8>,
+    ) -> Result<(), Status> {
+        let ctx = self.enter(ctx)?;
+        let kind = ImageKind::detect(&image).ok_or(cuda(result::ERROR_INVALID_IMAGE))?;
+        if !check_image(kind, &image) {
             return Err(cuda(result::ERROR_INVALID_IMAGE));
         }
-        let mut image = m.image.clone();
         if kind == ImageKind::Ptx && image.last() != Some(&0) {
             image.push(0);
         }
@@ -125,7 +134,7 @@ impl CudaSession {
             functions: Mutex::new(Vec::new()),
             ctx,
         };
-        self.modules.insert(m.module, module)?;
+        self.modules.insert(handle, module)?;
         Ok(())
     }
 
@@ -150,6 +159,7 @@ impl CudaSession {
             let _ = self.functions.release(function);
         }
         drop(module);
+        self.image_charges.remove(&handle);
         self.modules.release(handle)
     }
 

@@ -12,6 +12,7 @@ mod driver;
 mod image;
 mod info;
 mod launch;
+mod library;
 mod memory;
 mod objects;
 mod session;

@@ -49,6 +49,10 @@ pub struct CudaSession {
     pub(super) relocations: BTreeMap<u64, (u64, u64)>,
     /// Device memory charged to the VM's quota, per allocation.
     pub(super) memory: MemoryAccount,
+    /// Module images arriving in chunks.
+    pub(super) uploads: super::library::Uploads,
+    /// Quota charges of module images that arrived in chunks, by module.
+    pub(super) image_charges: std::collections::HashMap<u64, super::library::ImageCharge>,
     /// The context current on the session's thread, to skip redundant sets.
     current: sys::CUcontext,
 }
@@ -72,6 +76,8 @@ impl CudaSession {
             ranges: Ranges::default(),
             relocations: BTreeMap::new(),
             memory: MemoryAccount::default(),
+            uploads: Default::default(),
+            image_charges: Default::default(),
             current: std::ptr::null_mut(),
         }
     }
@@ -224,6 +230,12 @@ impl ExecSession for CudaSession {
             Request::CuMemcpyDtoD(m) => done(self.copy_on_device(m)),
             Request::CuMemset(m) => done(self.memset(m)),
             Request::CuModuleLoad(m) => done(self.load_module(m)),
+            Request::CuImageChunk(m) => done(self.image_chunk(m)),
+            Request::CuModuleLoadStaged(m) => done(self.load_staged(m)),
+            Request::CuCtxGetStreamPriorityRange(m) => self.stream_priority_range(m.ctx),
+            Request::CuCtxGetLimit(m) => self.context_limit(m),
+            Request::CuOccupancyAvailableDynamicSMem(m) => self.available_dynamic_smem(m),
+            Request::CuOccupancyMaxActiveClusters(m) => self.max_active_clusters(m),
             Request::CuModuleUnload(m) => done(self.unload_module(m.module)),
             Request::CuModuleGetFunction(m) => self.get_function(m),
             Request::CuModuleGetGlobal(m) => self.get_global(m),

@@ -284,3 +284,30 @@ entry! {
         Ok(())
     }
 }
+
+entry! {
+    /// The host device's stream priorities (numerically lower is higher).
+    fn cuCtxGetStreamPriorityRange(least: *mut c_int, greatest: *mut c_int) {
+        let rt = rt()?;
+        let ctx = require_context()?;
+        let reply: vgpu_protocol::cuda::CuIntReply = crate::runtime::decode(&rt.call(
+            Request::CuCtxGetStreamPriorityRange(vgpu_protocol::messages::CuCtxGetStreamPriorityRange { ctx }),
+        )?)?;
+        put_opt(least, reply.value);
+        put_opt(greatest, reply.second);
+        Ok(())
+    }
+}
+
+entry! {
+    /// The host context's limit (stack size, printf FIFO, heap, ...).
+    fn cuCtxGetLimit(value: *mut usize, limit: c_int) {
+        let rt = rt()?;
+        let ctx = require_context()?;
+        let limit = u32::try_from(limit).map_err(|_| result::ERROR_INVALID_VALUE)?;
+        let reply: vgpu_protocol::cuda::CuValueReply = crate::runtime::decode(&rt.call(
+            Request::CuCtxGetLimit(vgpu_protocol::messages::CuCtxGetLimit { ctx, limit }),
+        )?)?;
+        put(value, usize::try_from(reply.value).map_err(|_| result::ERROR_UNKNOWN)?)
+    }
+}

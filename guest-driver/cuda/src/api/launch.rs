@@ -66,7 +66,8 @@ fn launch(
 ) -> CuResult<()> {
     let rt = rt()?;
     let ctx = require_context()?;
-    let function = handle(f);
+    // A `CUkernel` stands for its function in the current context.
+    let function = super::library::kernel_function(handle(f))?;
     let info = rt.function(function)?;
     let params = if !params.is_null() {
         pack_params(&info, params)?
@@ -105,6 +106,126 @@ entry! {
     }
 }
 
+/// `CUlaunchConfig`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct LaunchConfig {
+    pub grid: [c_uint; 3],
+    pub block: [c_uint; 3],
+    pub shared_mem: c_uint,
+    pub stream: Handle,
+    pub attrs: *const LaunchAttribute,
+    pub num_attrs: c_uint,
+}
+
+/// `CUlaunchAttribute`: an id and a 64-byte value union.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct LaunchAttribute {
+    pub id: c_uint,
+    pub pad: [u8; 4],
+    pub value: [u32; 16],
+}
+
+/// `CUlaunchAttributeID` values.
+mod attr {
+    pub const ACCESS_POLICY_WINDOW: u32 = 1;
+    pub const COOPERATIVE: u32 = 2;
+    pub const SYNCHRONIZATION_POLICY: u32 = 3;
+    pub const CLUSTER_DIMENSION: u32 = 4;
+    pub const CLUSTER_SCHEDULING_POLICY_PREFERENCE: u32 = 5;
+    pub const PROGRAMMATIC_STREAM_SERIALIZATION: u32 = 6;
+    pub const PRIORITY: u32 = 8;
+    pub const MEM_SYNC_DOMAIN_MAP: u32 = 9;
+    pub const MEM_SYNC_DOMAIN: u32 = 10;
+}
+
+/// Whether a launch with this attribute may run as a plain launch: the
+/// attribute is a hint whose absence keeps the program's results (cache
+/// policy, scheduling, priority, memory sync domains, programmatic
+/// dependent launch, which only lets kernels overlap), or has its default
+/// value (no cooperation, a 1×1×1 cluster). Anything else is refused.
+pub(crate) fn plain_launch_keeps(attribute: &LaunchAttribute) -> bool {
+    match attribute.id {
+        attr::ACCESS_POLICY_WINDOW
+        | attr::SYNCHRONIZATION_POLICY
+        | attr::CLUSTER_SCHEDULING_POLICY_PREFERENCE
+        | attr::PROGRAMMATIC_STREAM_SERIALIZATION
+        | attr::PRIORITY
+        | attr::MEM_SYNC_DOMAIN_MAP
+        | attr::MEM_SYNC_DOMAIN => true,
+        attr::COOPERATIVE => attribute.value[0] == 0,
+        attr::CLUSTER_DIMENSION => attribute.value[..3].iter().all(|&d| d <= 1),
+        _ => false,
+    }
+}
+
+entry! {
+    fn cuLaunchKernelEx(
+        config: *const LaunchConfig,
+        f: Handle,
+        params: *mut *mut c_void,
+        extra: *mut *mut c_void,
+    ) | cuLaunchKernelEx_ptsz {
+        let config = get(config)?;
+        if config.num_attrs > 0 {
+            if config.attrs.is_null() || config.num_attrs > 64 {
+                return Err(result::ERROR_INVALID_VALUE);
+            }
+            for i in 0..config.num_attrs as usize {
+                // SAFETY: the application passes `num_attrs` attributes.
+                let attribute = get(unsafe { config.attrs.add(i) })?;
+                if !plain_launch_keeps(&attribute) {
+                    log::debug!("cuLaunchKernelEx: attribute {} not supported", attribute.id);
+                    return Err(result::ERROR_NOT_SUPPORTED);
+                }
+            }
+        }
+        launch(f, config.grid, config.block, config.shared_mem, config.stream, params, extra)
+    }
+}
+
+entry! {
+    fn cuOccupancyAvailableDynamicSMemPerBlock(size: *mut usize, f: Handle, blocks: c_int, block_size: c_int) {
+        let rt = rt()?;
+        let reply: vgpu_protocol::cuda::CuValueReply = decode(&rt.call(
+            Request::CuOccupancyAvailableDynamicSMem(vgpu_protocol::messages::CuOccupancyAvailableDynamicSMem {
+                function: super::library::kernel_function(handle(f))?,
+                blocks: u32::try_from(blocks).map_err(|_| result::ERROR_INVALID_VALUE)?,
+                block_size: u32::try_from(block_size).map_err(|_| result::ERROR_INVALID_VALUE)?,
+            }),
+        )?)?;
+        put(size, usize::try_from(reply.value).map_err(|_| result::ERROR_UNKNOWN)?)
+    }
+}
+
+entry! {
+    fn cuOccupancyMaxActiveClusters(clusters: *mut c_int, f: Handle, config: *const LaunchConfig) {
+        let rt = rt()?;
+        let config = get(config)?;
+        let mut cluster = [0u32; 3];
+        if config.num_attrs > 0 && !config.attrs.is_null() {
+            for i in 0..config.num_attrs.min(64) as usize {
+                // SAFETY: the application passes `num_attrs` attributes.
+                let attribute = get(unsafe { config.attrs.add(i) })?;
+                if attribute.id == attr::CLUSTER_DIMENSION {
+                    cluster.copy_from_slice(&attribute.value[..3]);
+                }
+            }
+        }
+        let reply: CuIntReply = decode(&rt.call(Request::CuOccupancyMaxActiveClusters(
+            vgpu_protocol::messages::CuOccupancyMaxActiveClusters {
+                function: super::library::kernel_function(handle(f))?,
+                grid: config.grid,
+                block: config.block,
+                shared_mem: config.shared_mem,
+                cluster,
+            },
+        ))?)?;
+        put(clusters, reply.value)
+    }
+}
+
 fn blocks_per_sm(
     blocks: *mut c_int,
     f: Handle,
@@ -114,7 +235,7 @@ fn blocks_per_sm(
 ) -> CuResult<()> {
     let reply: CuIntReply = decode(&rt()?.call(Request::CuOccupancyMaxActiveBlocks(
         CuOccupancyMaxActiveBlocks {
-            function: handle(f),
+            function: super::library::kernel_function(handle(f))?,
             block_size: u32::try_from(block_size).map_err(|_| result::ERROR_INVALID_VALUE)?,
             dynamic_smem: smem as u64,
             flags,
@@ -151,7 +272,7 @@ fn potential_block_size(
     }
     let reply: CuIntReply = decode(&rt()?.call(Request::CuOccupancyMaxPotentialBlockSize(
         CuOccupancyMaxPotentialBlockSize {
-            function: handle(f),
+            function: super::library::kernel_function(handle(f))?,
             dynamic_smem: smem as u64,
             block_size_limit: u32::try_from(limit).map_err(|_| result::ERROR_INVALID_VALUE)?,
             flags,
@@ -182,6 +303,45 @@ mod tests {
             params: vec![(0, 8), (8, 4), (16, 8)],
             param_len: 24,
         }
+    }
+
+    #[test]
+    fn launch_config_has_the_c_layout() {
+        assert_eq!(std::mem::size_of::<LaunchConfig>(), 56);
+        assert_eq!(std::mem::offset_of!(LaunchConfig, stream), 32);
+        assert_eq!(std::mem::offset_of!(LaunchConfig, num_attrs), 48);
+        assert_eq!(std::mem::size_of::<LaunchAttribute>(), 72);
+    }
+
+    #[test]
+    fn only_launch_hints_and_default_attributes_run_as_plain_launches() {
+        let with = |id: u32, v: [u32; 3]| {
+            let mut value = [0u32; 16];
+            value[..3].copy_from_slice(&v);
+            LaunchAttribute {
+                id,
+                pad: [0; 4],
+                value,
+            }
+        };
+        assert!(plain_launch_keeps(&with(
+            attr::PROGRAMMATIC_STREAM_SERIALIZATION,
+            [1, 0, 0]
+        )));
+        assert!(plain_launch_keeps(&with(
+            attr::CLUSTER_DIMENSION,
+            [1, 1, 1]
+        )));
+        assert!(!plain_launch_keeps(&with(
+            attr::CLUSTER_DIMENSION,
+            [2, 1, 1]
+        )));
+        assert!(plain_launch_keeps(&with(attr::COOPERATIVE, [0, 0, 0])));
+        assert!(!plain_launch_keeps(&with(attr::COOPERATIVE, [1, 0, 0])));
+        assert!(
+            !plain_launch_keeps(&with(7, [0, 0, 0])),
+            "programmatic event"
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod error;
 pub mod event;
 pub mod export;
 pub mod launch;
+pub mod library;
 pub mod memory;
 pub mod module;
 pub mod procaddr;

@@ -6,10 +6,10 @@
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::Arc;
 
-use vgpu_protocol::cuda::{unpack_param, CuFunctionReply, CuIntReply, CuRangeReply};
+use vgpu_protocol::cuda::{unpack_param, CuFunctionReply, CuIntReply, CuRangeReply, IMAGE_CHUNK};
 use vgpu_protocol::messages::{
-    CuFuncGetAttribute, CuFuncSetAttribute, CuFuncSetCacheConfig, CuModuleGetFunction,
-    CuModuleGetGlobal, CuModuleLoad, CuModuleUnload,
+    CuFuncGetAttribute, CuFuncSetAttribute, CuFuncSetCacheConfig, CuImageChunk,
+    CuModuleGetFunction, CuModuleGetGlobal, CuModuleLoad, CuModuleLoadStaged, CuModuleUnload,
 };
 use vgpu_protocol::Request;
 
@@ -17,13 +17,53 @@ use crate::ffi::{
     c_str, entry, handle, put, put_opt, result, to_ptr, CUdeviceptr, CuResult, Handle,
 };
 use crate::image::image_bytes;
-use crate::runtime::{decode, lock, require_context, rt, FunctionInfo};
+use crate::runtime::{decode, lock, require_context, rt, FunctionInfo, Runtime};
+
+/// How `image` travels: whole, or as `(offset, len)` chunks of at most
+/// `chunk` bytes.
+pub(crate) fn chunks(len: usize, chunk: usize) -> Vec<(usize, usize)> {
+    let chunk = chunk.max(1);
+    (0..len)
+        .step_by(chunk)
+        .map(|at| (at, chunk.min(len - at)))
+        .collect()
+}
+
+/// Loads `image` as module `module` of `ctx` on the backend: in one
+/// message when it fits, else in `CuImageChunk`s and `CuModuleLoadStaged`.
+pub(crate) fn send_image(rt: &Runtime, module: u64, ctx: u64, image: Vec<u8>) -> CuResult<()> {
+    let limit = rt.client.max_request_len().saturating_sub(64 << 10);
+    let chunk = IMAGE_CHUNK.min(limit).max(4096);
+    if image.len() <= chunk {
+        rt.call(Request::CuModuleLoad(CuModuleLoad { module, ctx, image }))?;
+        return Ok(());
+    }
+    let upload = rt.new_handle();
+    log::debug!(
+        "module image of {} bytes: sent in chunks of {chunk}",
+        image.len()
+    );
+    for (offset, len) in chunks(image.len(), chunk) {
+        rt.defer(Request::CuImageChunk(CuImageChunk {
+            upload,
+            offset: offset as u64,
+            data: image[offset..offset + len].to_vec(),
+        }))?;
+    }
+    rt.call(Request::CuModuleLoadStaged(CuModuleLoadStaged {
+        module,
+        ctx,
+        upload,
+        len: image.len() as u64,
+    }))?;
+    Ok(())
+}
 
 fn load(pmodule: *mut Handle, image: Vec<u8>) -> CuResult<()> {
     let rt = rt()?;
     let ctx = require_context()?;
     let module = rt.new_handle();
-    rt.call(Request::CuModuleLoad(CuModuleLoad { module, ctx, image }))?;
+    send_image(rt, module, ctx, image)?;
     put(pmodule, to_ptr(module))
 }
 
@@ -112,35 +152,52 @@ entry! {
     }
 }
 
+/// Looks up function `name` of `module` under a new handle; its parameter
+/// layout comes back with it and is kept for launches.
+pub(crate) fn get_function(rt: &Runtime, module: u64, name: Vec<u8>) -> CuResult<u64> {
+    let function = rt.new_handle();
+    let reply: CuFunctionReply =
+        decode(&rt.call(Request::CuModuleGetFunction(CuModuleGetFunction {
+            function,
+            module,
+            name,
+        }))?)?;
+    let params: Vec<(u32, u32)> = reply.params.iter().map(|p| unpack_param(*p)).collect();
+    let param_len = params
+        .iter()
+        .map(|&(o, s)| o as usize + s as usize)
+        .max()
+        .unwrap_or(0);
+    rt.functions
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(function, Arc::new(FunctionInfo { params, param_len }));
+    Ok(function)
+}
+
+/// A global of `module`: its device range, which the program may name.
+pub(crate) fn get_global(rt: &Runtime, module: u64, name: Vec<u8>) -> CuResult<(u64, u64)> {
+    let reply: CuRangeReply = decode(&rt.call(Request::CuModuleGetGlobal(CuModuleGetGlobal {
+        module,
+        name,
+    }))?)?;
+    lock(&rt.ranges).insert(reply.ptr, reply.size);
+    Ok((reply.ptr, reply.size))
+}
+
 entry! {
     fn cuModuleGetFunction(pfunction: *mut Handle, module: Handle, name: *const c_char) {
         let rt = rt()?;
-        let function = rt.new_handle();
-        let reply: CuFunctionReply = decode(&rt.call(Request::CuModuleGetFunction(CuModuleGetFunction {
-            function,
-            module: handle(module),
-            name: c_str(name)?.to_vec(),
-        }))?)?;
-        let params: Vec<(u32, u32)> = reply.params.iter().map(|p| unpack_param(*p)).collect();
-        let param_len = params.iter().map(|&(o, s)| o as usize + s as usize).max().unwrap_or(0);
-        rt.functions
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(function, Arc::new(FunctionInfo { params, param_len }));
+        let function = get_function(rt, handle(module), c_str(name)?.to_vec())?;
         put(pfunction, to_ptr(function))
     }
 }
 
 entry! {
     fn cuModuleGetGlobal_v2(dptr: *mut CUdeviceptr, bytes: *mut usize, module: Handle, name: *const c_char) {
-        let rt = rt()?;
-        let reply: CuRangeReply = decode(&rt.call(Request::CuModuleGetGlobal(CuModuleGetGlobal {
-            module: handle(module),
-            name: c_str(name)?.to_vec(),
-        }))?)?;
-        lock(&rt.ranges).insert(reply.ptr, reply.size);
-        put_opt(dptr, reply.ptr);
-        put_opt(bytes, reply.size as usize);
+        let (ptr, size) = get_global(rt()?, handle(module), c_str(name)?.to_vec())?;
+        put_opt(dptr, ptr);
+        put_opt(bytes, size as usize);
         Ok(())
     }
 }
@@ -149,7 +206,7 @@ entry! {
     fn cuFuncGetAttribute(value: *mut c_int, attribute: c_int, function: Handle) {
         let attribute = u32::try_from(attribute).map_err(|_| result::ERROR_INVALID_VALUE)?;
         let reply: CuIntReply = decode(&rt()?.call(Request::CuFuncGetAttribute(CuFuncGetAttribute {
-            function: handle(function),
+            function: super::library::kernel_function(handle(function))?,
             attribute,
         }))?)?;
         put(value, reply.value)
@@ -160,7 +217,7 @@ entry! {
     fn cuFuncSetAttribute(function: Handle, attribute: c_int, value: c_int) {
         let attribute = u32::try_from(attribute).map_err(|_| result::ERROR_INVALID_VALUE)?;
         rt()?.defer(Request::CuFuncSetAttribute(CuFuncSetAttribute {
-            function: handle(function),
+            function: super::library::kernel_function(handle(function))?,
             attribute,
             value,
         }))
@@ -171,7 +228,7 @@ entry! {
     fn cuFuncSetCacheConfig(function: Handle, config: c_int) {
         let config = u32::try_from(config).map_err(|_| result::ERROR_INVALID_VALUE)?;
         rt()?.defer(Request::CuFuncSetCacheConfig(CuFuncSetCacheConfig {
-            function: handle(function),
+            function: super::library::kernel_function(handle(function))?,
             config,
         }))
     }
@@ -179,7 +236,7 @@ entry! {
 
 entry! {
     fn cuFuncGetParamInfo(function: Handle, index: usize, offset: *mut usize, size: *mut usize) {
-        let info = rt()?.function(handle(function))?;
+        let info = rt()?.function(super::library::kernel_function(handle(function))?)?;
         let &(o, s) = info.params.get(index).ok_or(result::ERROR_INVALID_VALUE)?;
         put_opt(offset, o as usize);
         put_opt(size, s as usize);
@@ -195,6 +252,18 @@ pub fn function_layout(function: Handle) -> CuResult<Arc<FunctionInfo>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn large_images_are_cut_into_ordered_chunks() {
+        assert_eq!(chunks(10, 4), vec![(0, 4), (4, 4), (8, 2)]);
+        assert_eq!(chunks(8, 4), vec![(0, 4), (4, 4)]);
+        assert!(chunks(0, 4).is_empty());
+        let big = 3 * IMAGE_CHUNK + 17;
+        let parts = chunks(big, IMAGE_CHUNK);
+        assert_eq!(parts.len(), 4);
+        assert_eq!(parts.iter().map(|p| p.1).sum::<usize>(), big);
+        assert!(parts.windows(2).all(|w| w[0].0 + w[0].1 == w[1].0));
+    }
 
     #[test]
     fn loading_mode_follows_cuda_module_loading_and_defaults_to_lazy() {

@@ -15,7 +15,9 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use super::{context, device, error, event, export, launch, memory, module, stream, unsupported};
+use super::{
+    context, device, error, event, export, launch, library, memory, module, stream, unsupported,
+};
 use crate::ffi::{c_str, entry, put, put_opt, result, CUresult, CuResult};
 
 mod table;
@@ -102,6 +104,26 @@ pub fn implemented(symbol: &str) -> Option<*mut c_void> {
         "cuCtxDestroy" => context::cuCtxDestroy,
         "cuCtxDestroy_v2" => context::cuCtxDestroy_v2,
         "cuCtxGetApiVersion" => context::cuCtxGetApiVersion,
+        "cuCtxGetLimit" => context::cuCtxGetLimit,
+        "cuCtxGetStreamPriorityRange" => context::cuCtxGetStreamPriorityRange,
+        "cuKernelGetAttribute" => library::cuKernelGetAttribute,
+        "cuKernelGetFunction" => library::cuKernelGetFunction,
+        "cuKernelGetName" => library::cuKernelGetName,
+        "cuKernelGetParamInfo" => library::cuKernelGetParamInfo,
+        "cuKernelSetAttribute" => library::cuKernelSetAttribute,
+        "cuKernelSetCacheConfig" => library::cuKernelSetCacheConfig,
+        "cuLaunchKernelEx" => launch::cuLaunchKernelEx,
+        "cuLibraryGetGlobal" => library::cuLibraryGetGlobal,
+        "cuLibraryGetKernel" => library::cuLibraryGetKernel,
+        "cuLibraryGetModule" => library::cuLibraryGetModule,
+        "cuLibraryLoadData" => library::cuLibraryLoadData,
+        "cuLibraryLoadFromFile" => library::cuLibraryLoadFromFile,
+        "cuLibraryUnload" => library::cuLibraryUnload,
+        "cuOccupancyMaxActiveClusters" => launch::cuOccupancyMaxActiveClusters,
+        "cuOccupancyAvailableDynamicSMemPerBlock" => launch::cuOccupancyAvailableDynamicSMemPerBlock,
+        "cuStreamGetCaptureInfo_v2" => stream::cuStreamGetCaptureInfo_v2,
+        "cuStreamGetCaptureInfo_v3" => stream::cuStreamGetCaptureInfo_v3,
+        "cuStreamIsCapturing" => stream::cuStreamIsCapturing,
         "cuCtxGetCacheConfig" => context::cuCtxGetCacheConfig,
         "cuCtxGetCurrent" => context::cuCtxGetCurrent,
         "cuCtxGetDevice" => context::cuCtxGetDevice,

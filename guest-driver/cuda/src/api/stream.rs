@@ -69,3 +69,45 @@ entry! {
         }))
     }
 }
+
+/// `CU_STREAM_CAPTURE_STATUS_NONE`: stream capture is not forwarded
+/// (`cuStreamBeginCapture` answers `CUDA_ERROR_NOT_SUPPORTED`), so no
+/// stream is ever capturing.
+const CAPTURE_STATUS_NONE: c_int = 0;
+
+entry! {
+    fn cuStreamIsCapturing(_stream: Handle, status: *mut c_int) | cuStreamIsCapturing_ptsz {
+        rt()?;
+        put(status, CAPTURE_STATUS_NONE)
+    }
+}
+
+fn capture_info(
+    status: *mut c_int,
+    id: *mut u64,
+    graph: *mut Handle,
+    deps: *mut *const Handle,
+    edges: *mut *const std::ffi::c_void,
+    count: *mut usize,
+) -> CuResult<()> {
+    rt()?;
+    put(status, CAPTURE_STATUS_NONE)?;
+    crate::ffi::put_opt(id, 0);
+    crate::ffi::put_opt(graph, std::ptr::null_mut());
+    crate::ffi::put_opt(deps, std::ptr::null());
+    crate::ffi::put_opt(edges, std::ptr::null());
+    crate::ffi::put_opt(count, 0);
+    Ok(())
+}
+
+entry! {
+    fn cuStreamGetCaptureInfo_v2(_stream: Handle, status: *mut c_int, id: *mut u64, graph: *mut Handle, deps: *mut *const Handle, count: *mut usize) | cuStreamGetCaptureInfo_v2_ptsz {
+        capture_info(status, id, graph, deps, std::ptr::null_mut(), count)
+    }
+}
+
+entry! {
+    fn cuStreamGetCaptureInfo_v3(_stream: Handle, status: *mut c_int, id: *mut u64, graph: *mut Handle, deps: *mut *const Handle, edges: *mut *const std::ffi::c_void, count: *mut usize) | cuStreamGetCaptureInfo_v3_ptsz {
+        capture_info(status, id, graph, deps, edges, count)
+    }
+}

@@ -13,6 +13,7 @@ use crate::ffi::{entry, get, put, result, CUresult, CuResult};
 mod checks;
 mod cls;
 mod integrity;
+mod libs;
 
 pub use cls::context_gone;
 
@@ -70,6 +71,8 @@ pub const TOOLS_RUNTIME_CALLBACK_HOOKS: Uuid = uuid("a094798c-2e74-2e74-93f2-080
 pub const TOOLS_TLS: Uuid = uuid("42d85a81-23f6-cb47-8298-f6e78a3aecdc");
 pub const INTEGRITY_CHECK: Uuid = uuid("d4082055-bde6-704b-8d34-ba123c66e1f2");
 pub const CUDART_INTERFACE: Uuid = uuid("6bd5fb6c-5bf4-e74a-8987-d93912fd9df9");
+pub const CONTEXT_IDENTITY: Uuid = uuid("21318c60-9714-3248-8ca6-41ff7324c8f2");
+pub const BLAS_69A28E9F: Uuid = uuid("69a28e9f-2449-8b47-b030-c5da330ea4e9");
 
 /// The table for `id`, if this library serves it.
 pub fn table(id: &Uuid) -> Option<*const c_void> {
@@ -80,13 +83,33 @@ pub fn table(id: &Uuid) -> Option<*const c_void> {
         TOOLS_TLS => Some(checks::TOOLS_TLS.0.as_ptr().cast()),
         INTEGRITY_CHECK => Some(integrity::INTEGRITY_CHECK.0.as_ptr().cast()),
         CUDART_INTERFACE => Some(integrity::CUDART_INTERFACE.0.as_ptr().cast()),
+        CONTEXT_IDENTITY => Some(libs::CONTEXT_IDENTITY.0.as_ptr().cast()),
+        BLAS_69A28E9F => Some(libs::BLAS_69A28E9F.0.as_ptr().cast()),
         _ => None,
     }
 }
 
+/// Whether `VGPU_REFUSE_TABLES` (a debugging aid: comma-separated
+/// leading hex digits of UUIDs) asks to refuse the table `id`.
+fn refused_by_setting(id: &Uuid, setting: Option<&str>) -> bool {
+    let Some(setting) = setting else {
+        return false;
+    };
+    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    setting
+        .split(',')
+        .map(str::trim)
+        .any(|p| !p.is_empty() && hex.starts_with(&p.to_ascii_lowercase()))
+}
+
 fn get_export_table(out: *mut *const c_void, id: *const Uuid) -> CuResult<()> {
     let id = get(id)?;
-    match table(&id) {
+    let setting = std::env::var("VGPU_REFUSE_TABLES").ok();
+    let served = match refused_by_setting(&id, setting.as_deref()) {
+        true => None,
+        false => table(&id),
+    };
+    match served {
         Some(table) => put(out, table),
         None => {
             log::debug!("cuGetExportTable: table {id:02x?} is not served");
@@ -127,6 +150,16 @@ mod tests {
     }
 
     #[test]
+    fn tables_can_be_refused_for_debugging() {
+        assert!(refused_by_setting(
+            &BLAS_69A28E9F,
+            Some("21318c60, 69A28E9F")
+        ));
+        assert!(!refused_by_setting(&BLAS_69A28E9F, Some("21318c60,")));
+        assert!(!refused_by_setting(&BLAS_69A28E9F, None));
+    }
+
+    #[test]
     fn served_tables_are_found() {
         for id in [
             CONTEXT_LOCAL_STORAGE,
@@ -135,6 +168,8 @@ mod tests {
             TOOLS_TLS,
             INTEGRITY_CHECK,
             CUDART_INTERFACE,
+            CONTEXT_IDENTITY,
+            BLAS_69A28E9F,
         ] {
             let mut out = std::ptr::null();
             // SAFETY: valid pointers to a table slot and a UUID.
