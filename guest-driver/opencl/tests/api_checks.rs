@@ -24,6 +24,7 @@ use vgpu_opencl::api::memory::*;
 use vgpu_opencl::api::platform::*;
 use vgpu_opencl::api::program::*;
 use vgpu_opencl::api::queue::*;
+use vgpu_opencl::api::svm::*;
 use vgpu_opencl::api::transfer::*;
 use vgpu_opencl::api::unimplemented::*;
 use vgpu_protocol::{ArgKind, Request};
@@ -742,7 +743,9 @@ fn unimplemented_entry_points_fail_cleanly() {
         let image = clCreateImage2D(c, 0, null(), 4, 4, 0, null_mut(), &mut err);
         assert!(image.is_null());
         assert_eq!(err, CL_INVALID_IMAGE_FORMAT_DESCRIPTOR);
-        assert!(clSVMAlloc(c, 0, 64, 0).is_null());
+        // Only coarse-grained SVM is forwarded: fine-grained is refused
+        // before the device is asked.
+        assert!(clSVMAlloc(c, CL_MEM_SVM_FINE_GRAIN_BUFFER, 64, 0).is_null());
         assert_eq!(
             clCreateSubDevices(device(), null(), 0, null_mut(), null_mut()),
             CL_INVALID_OPERATION
