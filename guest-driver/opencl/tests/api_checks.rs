@@ -24,6 +24,7 @@ use vgpu_opencl::api::memory::*;
 use vgpu_opencl::api::platform::*;
 use vgpu_opencl::api::program::*;
 use vgpu_opencl::api::queue::*;
+use vgpu_opencl::api::subdevice::*;
 use vgpu_opencl::api::svm::*;
 use vgpu_opencl::api::transfer::*;
 use vgpu_opencl::api::unimplemented::*;
@@ -746,9 +747,21 @@ fn unimplemented_entry_points_fail_cleanly() {
         // Only coarse-grained SVM is forwarded: fine-grained is refused
         // before the device is asked.
         assert!(clSVMAlloc(c, CL_MEM_SVM_FINE_GRAIN_BUFFER, 64, 0).is_null());
+        // The device reports no partition types: what the spec says for
+        // an unsupported scheme, and for an invalid device.
         assert_eq!(
             clCreateSubDevices(device(), null(), 0, null_mut(), null_mut()),
-            CL_INVALID_OPERATION
+            CL_INVALID_VALUE
+        );
+        let equally = [CL_DEVICE_PARTITION_EQUALLY, 1, 0];
+        let mut n = 0;
+        assert_eq!(
+            clCreateSubDevices(device(), equally.as_ptr(), 0, null_mut(), &mut n),
+            CL_INVALID_VALUE
+        );
+        assert_eq!(
+            clCreateSubDevices(null_mut(), equally.as_ptr(), 0, null_mut(), &mut n),
+            CL_INVALID_DEVICE
         );
         clReleaseContext(c);
     }

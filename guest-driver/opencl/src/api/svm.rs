@@ -20,7 +20,7 @@ use vgpu_protocol::{ArgKind, Request};
 
 use crate::api::entry::status_entry;
 use crate::api::transfer::finish_blocking;
-use crate::api::util::{array, bytes, bytes_mut, read, wait_events, wait_list, NewEvent};
+use crate::api::util::{array, bytes, bytes_mut, read, wait_list, NewEvent};
 use crate::core::context::Context;
 use crate::core::kernel::Kernel;
 use crate::core::memory::Mem;
@@ -339,13 +339,11 @@ fn enqueue_svm_memcpy(
         (None, Some(_)) => read_svm(&queue, s, bytes_mut(dst, size)?, wait, new_event.handle())?,
         (None, None) => {
             // Host to host, in queue order.
-            let handle = new_event.handle();
             marker(&queue, wait, new_event)?;
             sync::finish(&queue)?;
             // SAFETY: the application's two ranges of `size` bytes, which
             // do not overlap (checked above).
             unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, size) };
-            let _ = handle;
             return finish_blocking(blocking);
         }
     }
@@ -506,7 +504,6 @@ fn enqueue_svm_migrate_mem(
             return Err(CL_INVALID_VALUE);
         }
     }
-    let _ = wait_events(&queue, num_events, events)?;
     let wait = wait_list(&queue, num_events, events)?;
     // Coarse-grained data lives on the device between maps: nothing moves.
     marker(

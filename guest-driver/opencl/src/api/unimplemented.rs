@@ -1,5 +1,5 @@
 //! Entry points this library does not forward: native
-//! kernels, device partitioning, pipes, GL/EGL sharing, sub-group and
+//! kernels, device fission (`cl_ext_device_fission`), pipes, GL/EGL sharing, sub-group and
 //! timer queries, device-side queues, specialization constants. Each
 //! returns `CL_INVALID_OPERATION` (objects: NULL with that code), never
 //! touching its arguments. The README lists them.
@@ -32,7 +32,6 @@ unimplemented_object! {
 unimplemented_status! {
     fn clEnqueueNativeKernel(command_queue: cl_command_queue, user_func: NativeFn, args: *mut c_void, cb_args: usize, num_mem_objects: cl_uint, mem_list: *const cl_mem, args_mem_loc: *mut *const c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event);
     fn clSetCommandQueueProperty(command_queue: cl_command_queue, properties: cl_command_queue_properties, enable: cl_bool, old_properties: *mut cl_command_queue_properties);
-    fn clCreateSubDevices(in_device: cl_device_id, properties: *const cl_device_partition_property, num_devices: cl_uint, out_devices: *mut cl_device_id, num_devices_ret: *mut cl_uint);
     fn clCreateSubDevicesEXT(in_device: cl_device_id, properties: *const cl_device_partition_property_ext, num_entries: cl_uint, out_devices: *mut cl_device_id, num_devices: *mut cl_uint);
     fn clRetainDeviceEXT(device: cl_device_id);
     fn clReleaseDeviceEXT(device: cl_device_id);
