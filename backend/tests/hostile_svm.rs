@@ -355,3 +355,44 @@ fn a_session_holding_svm_refuses_checkpoints_and_rehomes() {
     let _ = std::fs::remove_file(&file);
     assert!(ok, "checkpoint without SVM failed: {out}");
 }
+
+#[test]
+fn a_free_while_a_user_event_holds_the_queue_does_not_block_the_session() {
+    let backend = Backend::start();
+    let mut raw = backend.raw();
+    let a = setup(&mut raw);
+    let held = vec![
+        CreateUserEvent {
+            event: 30,
+            context: 1,
+        }
+        .into(),
+        EnqueueMarker {
+            queue: 2,
+            wait: vec![30],
+            event: 0,
+        }
+        .into(),
+        Flush { queue: 2 }.into(),
+        SvmFree { context: 1, ptr: a }.into(),
+        Ping {}.into(),
+    ];
+    let started = std::time::Instant::now();
+    all_ok(&raw.batch(1, &held));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "the free waited for the user event"
+    );
+    // Freed for the guest at once; the memory goes once the queue can finish.
+    let (reply, _) = raw.batch_with_in(1, &[read(a, 4)], 4096);
+    assert_eq!(reply.records[0].status, Status::INVALID_VALUE);
+    let done = vec![
+        SetUserEventStatus {
+            event: 30,
+            status: 0,
+        }
+        .into(),
+        Finish { queue: 2 }.into(),
+    ];
+    all_ok(&raw.batch(1, &done));
+}

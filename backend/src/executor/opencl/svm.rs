@@ -84,6 +84,9 @@ impl Drop for SvmAllocation {
 #[derive(Debug, Default)]
 pub struct SvmTable {
     allocs: BTreeMap<u64, Arc<SvmAllocation>>,
+    /// Freed by the guest while a user event held a queue: kept until the
+    /// queues can be finished (a later free, or the session's end).
+    retired: Vec<Arc<SvmAllocation>>,
     pins: Mutex<Vec<(Weak<HostMem>, Arc<SvmAllocation>)>>,
 }
 
@@ -98,7 +101,7 @@ impl SvmTable {
     pub fn holds_svm(&self) -> bool {
         let mut pins = self.pins.lock().unwrap_or_else(|e| e.into_inner());
         pins.retain(|(mem, _)| mem.strong_count() > 0);
-        !self.allocs.is_empty() || !pins.is_empty()
+        !self.allocs.is_empty() || !self.retired.is_empty() || !pins.is_empty()
     }
 
     pub(super) fn count(&self) -> usize {
@@ -200,8 +203,16 @@ impl OpenClSession {
             Some(alloc) if Arc::ptr_eq(&alloc.context, &context) => {}
             _ => return Err(Status::INVALID_VALUE),
         }
-        self.finish_all();
-        self.svm.allocs.remove(&m.ptr);
+        let alloc = self.svm.allocs.remove(&m.ptr);
+        if self.has_unset_user_events() {
+            // A queue may wait on a user event the guest has yet to set:
+            // finishing now could block this session until it does.
+            self.svm.retired.extend(alloc);
+        } else {
+            self.finish_all();
+            drop(alloc);
+            self.svm.retired.clear();
+        }
         Ok(())
     }
 
@@ -437,6 +448,9 @@ impl Drop for OpenClSession {
     /// holding it are dropped after the kernels and buffers using it).
     fn drop(&mut self) {
         if self.svm.holds_svm() || !self.svm_exec.is_empty() {
+            // Unset user events are failed first (as a closing session's
+            // are), so no queue waits forever.
+            (crate::executor::ExecSession::aborter(self))();
             self.finish_all();
         }
     }
