@@ -350,7 +350,19 @@ fn a_session_holding_svm_refuses_checkpoints_and_rehomes() {
     let (reply, data) = raw.batch_with_in(1, &[fill(a, 8), read(a, 8)], 4096);
     all_ok(&reply);
     assert_eq!(&data[..8], &[0; 8]);
-    all_ok(&raw.batch(1, &[SvmFree { context: 1, ptr: a }.into()]));
+    // A kernel argument still naming freed SVM holds it too.
+    all_ok(&raw.batch(1, &[svm_arg(a + 8), SvmFree { context: 1, ptr: a }.into()]));
+    let (ok, out) = backend.ctl(&["checkpoint", file.to_str().unwrap()]);
+    assert!(!ok && out.contains("SVM"), "argument on freed SVM: {out}");
+    let null_arg = SetKernelArg {
+        kernel: 4,
+        index: 0,
+        arg_kind: ArgKind::NullMem as u32,
+        size: 8,
+        value: vec![],
+        handle: 0,
+    };
+    all_ok(&raw.batch(1, &[null_arg.into()]));
     let (ok, out) = backend.ctl(&["checkpoint", file.to_str().unwrap()]);
     let _ = std::fs::remove_file(&file);
     assert!(ok, "checkpoint without SVM failed: {out}");

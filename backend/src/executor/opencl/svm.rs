@@ -390,6 +390,10 @@ impl OpenClSession {
             )
         }
         .map_err(Status)?;
+        // Entries of released kernels go (their allocations with them).
+        let kernels = &self.kernels;
+        self.svm_exec
+            .retain(|handle, _| kernels.get(*handle).is_ok());
         self.svm_exec.insert(m.kernel, held);
         Ok(())
     }
@@ -437,9 +441,18 @@ impl OpenClSession {
         Ok(())
     }
 
-    /// Whether the session holds SVM (snapshots refuse it).
+    /// Whether the session holds SVM (snapshots refuse it): allocations,
+    /// buffers over them, or kernel arguments naming SVM (even freed).
     pub(super) fn holds_svm(&self) -> bool {
         self.svm.holds_svm()
+            || self.kernels.entries().any(|(_, kernel, _)| {
+                kernel
+                    .args
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .any(|arg| matches!(arg, ArgRecord::Svm(..)))
+            })
     }
 }
 
