@@ -19,7 +19,7 @@
 # <failed> failed". A program that dies without a RESULT line gets
 # "RESULT <name> - FAIL exit <status>". Exit status: 0 only if all passed.
 
-ALL_PROGRAMS="vector_add reduction_local api_coverage bad_args matmul nbody transpose smith_waterman checkpoint_loop images"
+ALL_PROGRAMS="vector_add reduction_local api_coverage bad_args matmul nbody transpose smith_waterman checkpoint_loop images svm"
 
 usage() {
     echo "usage: $0 [BUILD_DIR] | --compare NATIVE_LOG VGPU_LOG" >&2

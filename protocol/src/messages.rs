@@ -180,6 +180,25 @@ requests! {
     /// `properties` as for `clCreateSamplerWithProperties` (pairs, no terminator).
     CreateSampler = 0x1059 { sampler: u64, context: u64, properties: Vec<u64> }
 
+    // ---- OpenCL: coarse-grained buffer SVM ---------------------------------
+    // SVM pointers are the backend's device addresses; the guest library maps
+    // its own memory at the same addresses, and every range it names must
+    // lie inside one allocation of the session.
+    /// `clSVMAlloc`. Reply: the allocation's address (`u64`, little-endian).
+    SvmAlloc = 0x1060 { context: u64, flags: u64, size: u64, alignment: u32 }
+    /// `clSVMFree` of an allocation's start address.
+    SvmFree = 0x1061 { context: u64, ptr: u64 }
+    /// `data` (out-data) to SVM at `ptr`.
+    EnqueueSvmWrite = 0x1062 { queue: u64, ptr: u64, data: DataRef, wait: Vec<u64>, event: u64 }
+    /// SVM at `ptr` to `data` (in-data); complete when the reply comes.
+    EnqueueSvmRead = 0x1063 { queue: u64, ptr: u64, data: DataRef, wait: Vec<u64>, event: u64 }
+    EnqueueSvmCopy = 0x1064 { queue: u64, dst: u64, src: u64, size: u64, wait: Vec<u64>, event: u64 }
+    EnqueueSvmFill = 0x1065 { queue: u64, ptr: u64, pattern: Vec<u8>, size: u64, wait: Vec<u64>, event: u64 }
+    /// `clSetKernelExecInfo(CL_KERNEL_EXEC_INFO_SVM_PTRS)`.
+    SetKernelExecSvm = 0x1066 { kernel: u64, ptrs: Vec<u64> }
+    /// `clCreateBuffer(CL_MEM_USE_HOST_PTR)` over `[ptr, ptr + size)` of SVM.
+    CreateSvmBuffer = 0x1067 { mem: u64, context: u64, flags: u64, ptr: u64, size: u64 }
+
     // ---- CUDA driver API (results are `CUresult` codes; see `cuda.rs`) ----
     // `ctx` names the guest's current context where the call needs one;
     // stream 0 is that context's NULL stream.
@@ -282,6 +301,8 @@ impl Request {
                 | Request::EnqueueReadBufferRect(_)
                 | Request::GetImageFormats(_)
                 | Request::EnqueueReadImage(_)
+                | Request::SvmAlloc(_)
+                | Request::EnqueueSvmRead(_)
                 | Request::Finish(_)
                 | Request::WaitForEvents(_)
         )

@@ -66,6 +66,8 @@ wire_enum! {
         NullMem = 4,
         /// `handle` names a sampler.
         Sampler = 5,
+        /// `value` holds an SVM address (8 bytes, little-endian).
+        Svm = 6,
     }
 }
 

@@ -24,6 +24,8 @@ use vgpu_opencl::api::memory::*;
 use vgpu_opencl::api::platform::*;
 use vgpu_opencl::api::program::*;
 use vgpu_opencl::api::queue::*;
+use vgpu_opencl::api::subdevice::*;
+use vgpu_opencl::api::svm::*;
 use vgpu_opencl::api::transfer::*;
 use vgpu_opencl::api::unimplemented::*;
 use vgpu_protocol::{ArgKind, Request};
@@ -744,10 +746,24 @@ fn unimplemented_entry_points_fail_cleanly() {
         let image = clCreateImage2D(c, 0, null(), 4, 4, 0, null_mut(), &mut err);
         assert!(image.is_null());
         assert_eq!(err, CL_INVALID_IMAGE_FORMAT_DESCRIPTOR);
-        assert!(clSVMAlloc(c, 0, 64, 0).is_null());
+        // Only coarse-grained SVM is forwarded: fine-grained is refused
+        // before the device is asked.
+        assert!(clSVMAlloc(c, CL_MEM_SVM_FINE_GRAIN_BUFFER, 64, 0).is_null());
+        // The device reports no partition types: what the spec says for
+        // an unsupported scheme, and for an invalid device.
         assert_eq!(
             clCreateSubDevices(device(), null(), 0, null_mut(), null_mut()),
-            CL_INVALID_OPERATION
+            CL_INVALID_VALUE
+        );
+        let equally = [CL_DEVICE_PARTITION_EQUALLY, 1, 0];
+        let mut n = 0;
+        assert_eq!(
+            clCreateSubDevices(device(), equally.as_ptr(), 0, null_mut(), &mut n),
+            CL_INVALID_VALUE
+        );
+        assert_eq!(
+            clCreateSubDevices(null_mut(), equally.as_ptr(), 0, null_mut(), &mut n),
+            CL_INVALID_DEVICE
         );
         clReleaseContext(c);
     }
@@ -901,4 +917,110 @@ fn pipe_info_of_a_buffer_is_an_invalid_mem_object() {
     let pipe = unsafe { clCreatePipe(c, CL_MEM_HOST_NO_ACCESS, 4, 4, null(), &mut err) };
     assert!(pipe.is_null());
     assert_eq!(err, CL_INVALID_OPERATION);
+}
+
+#[test]
+fn svm_pointers_outside_any_allocation_are_refused_without_a_round_trip() {
+    let (_g, log) = setup();
+    let c = context();
+    let q = queue(c);
+    let k = kernel(c);
+    let mut host = [0u8; 64];
+    let p = host.as_mut_ptr() as *mut c_void;
+    let pattern = 0u32;
+    let mut num_args: cl_uint = 0;
+    // SAFETY: a valid kernel; a cl_uint to write (the count is then known).
+    unsafe {
+        clGetKernelInfo(
+            k,
+            CL_KERNEL_NUM_ARGS,
+            4,
+            &mut num_args as *mut _ as *mut c_void,
+            null_mut(),
+        );
+    }
+    let before = submits(&log);
+    // SAFETY: valid handles; `host` outlives every call; nothing is
+    // dereferenced beyond the sizes given.
+    unsafe {
+        assert_eq!(clSetKernelArgSVMPointer(k, 0, p), CL_INVALID_ARG_VALUE);
+        assert_eq!(clSetKernelArgSVMPointer(k, 7, p), CL_INVALID_ARG_INDEX);
+        let list = [p];
+        assert_eq!(
+            clSetKernelExecInfo(
+                k,
+                CL_KERNEL_EXEC_INFO_SVM_PTRS,
+                8,
+                list.as_ptr() as *const c_void
+            ),
+            CL_INVALID_VALUE
+        );
+        let yes: cl_bool = CL_TRUE;
+        assert_eq!(
+            clSetKernelExecInfo(
+                k,
+                CL_KERNEL_EXEC_INFO_SVM_FINE_GRAIN_SYSTEM,
+                4,
+                &yes as *const _ as *const c_void
+            ),
+            CL_INVALID_OPERATION,
+            "the device has no fine-grained system SVM"
+        );
+        assert_eq!(
+            clEnqueueSVMMemFill(
+                q,
+                p,
+                &pattern as *const _ as *const c_void,
+                4,
+                64,
+                0,
+                null(),
+                null_mut()
+            ),
+            CL_INVALID_VALUE
+        );
+        assert_eq!(
+            clEnqueueSVMMap(q, CL_TRUE, CL_MAP_READ, p, 64, 0, null(), null_mut()),
+            CL_INVALID_VALUE
+        );
+        assert_eq!(
+            clEnqueueSVMUnmap(q, p, 0, null(), null_mut()),
+            CL_INVALID_VALUE
+        );
+        let ptrs = [p as *const c_void];
+        assert_eq!(
+            clEnqueueSVMMigrateMem(
+                q,
+                1,
+                ptrs.as_ptr() as *mut _,
+                null(),
+                0,
+                0,
+                null(),
+                null_mut()
+            ),
+            CL_INVALID_VALUE
+        );
+        assert_eq!(
+            clEnqueueSVMMemcpy(
+                q,
+                CL_TRUE,
+                p,
+                (p as *const u8).add(8) as *const c_void,
+                16,
+                0,
+                null(),
+                null_mut()
+            ),
+            CL_MEM_COPY_OVERLAP
+        );
+        clSVMFree(c, p);
+    }
+    assert_eq!(submits(&log), before, "refused here, nothing sent");
+    // SAFETY: valid handles, released once.
+    unsafe {
+        clReleaseKernel(k);
+        clReleaseCommandQueue(q);
+        clReleaseContext(c);
+    }
 }

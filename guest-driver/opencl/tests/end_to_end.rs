@@ -294,6 +294,32 @@ fn images_and_samplers_match_a_native_run() {
     assert_eq!(result(&through), result(&native));
 }
 
+/// Coarse-grained SVM (`integration/cl-tests/svm.c`): a kernel walks a
+/// linked list the host wrote into SVM; the same checksum natively and
+/// through vgpu.
+#[test]
+fn svm_matches_a_native_run() {
+    let Some(p) = prepared() else { return };
+    let backend = Backend::start(p, "svm");
+    let program = p.suite.join("svm");
+    let native = run(Command::new(&program));
+    assert!(native.status.success(), "native:\n{}", text(&native));
+    let through = run(backend.command(p, &program));
+    assert!(
+        through.status.success(),
+        "through vgpu:\n{}",
+        text(&through)
+    );
+    let result = |o: &Output| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .find(|l| l.starts_with("RESULT "))
+            .map(str::to_owned)
+    };
+    assert!(result(&native).is_some(), "no RESULT line");
+    assert_eq!(result(&through), result(&native));
+}
+
 #[test]
 fn two_programs_share_one_backend() {
     let Some(p) = prepared() else { return };

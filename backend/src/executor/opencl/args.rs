@@ -95,6 +95,9 @@ pub fn admit(class: ArgClass, arg: ArgRecord) -> Result<ArgRecord, Status> {
         (_, ArgRecord::Sampler(_)) => Err(Status::INVALID_ARG_VALUE),
         // An image stands in for no buffer: the device would read its
         // descriptor as memory.
+        // SVM addresses were checked against the session's allocations.
+        (ArgClass::Buffer | ArgClass::Unknown, arg @ ArgRecord::Svm(..)) => Ok(arg),
+        (_, ArgRecord::Svm(..)) => Err(Status::INVALID_ARG_VALUE),
         (ArgClass::Buffer, ArgRecord::Mem(mem)) if mem.image.is_some() => {
             Err(Status::INVALID_MEM_OBJECT)
         }

@@ -538,6 +538,11 @@ impl OpenClSession {
                     mem_size,
                     &null_mem as *const cl_mem as *const _,
                 ),
+                ArgRecord::Svm(_, addr) => cl3::kernel::set_kernel_arg_svm_pointer(
+                    kernel.raw,
+                    index,
+                    *addr as *const std::ffi::c_void,
+                ),
                 // A NULL value with a size: `__local` memory (or a NULL
                 // buffer for a pointer argument), as the spec defines.
                 ArgRecord::Local(size) => cl3::kernel::set_kernel_arg(
@@ -566,6 +571,7 @@ impl OpenClSession {
             ArgKind::NullMem => ArgRecord::NullMem,
             ArgKind::Local => ArgRecord::Local(m.size),
             ArgKind::Sampler => ArgRecord::Sampler(self.samplers.get(m.handle)?.clone()),
+            ArgKind::Svm => self.svm_arg(&kernel, &m.value)?,
         };
         Self::apply_arg(&kernel, m.index, arg)
     }

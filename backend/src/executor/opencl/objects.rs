@@ -159,6 +159,8 @@ pub enum ArgRecord {
     NullMem,
     /// Held like buffers.
     Sampler(Arc<super::image::HostSampler>),
+    /// An address inside an SVM allocation, which is held like buffers.
+    Svm(Arc<super::svm::SvmAllocation>, u64),
 }
 
 /// A kernel and its current arguments.

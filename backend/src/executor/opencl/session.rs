@@ -32,6 +32,10 @@ pub struct OpenClSession {
     pub(super) advertised: Option<Arc<vgpu_migration::Profile>>,
     /// Queues of the backend's own (initial uploads, snapshots), per context.
     pub(super) internal_queues: Vec<Arc<QueueEntry>>,
+    /// SVM allocations (declared last: dropped after what uses them).
+    pub(super) svm: super::svm::SvmTable,
+    /// Allocations named by `CL_KERNEL_EXEC_INFO_SVM_PTRS`, per kernel.
+    pub(super) svm_exec: std::collections::HashMap<u64, Vec<Arc<super::svm::SvmAllocation>>>,
 }
 
 /// The queue-depth bound and what it cost.
@@ -61,6 +65,8 @@ impl OpenClSession {
             samplers: HandleTable::new(Status::INVALID_SAMPLER),
             user_events: Arc::new(Mutex::new(Vec::new())),
             internal_queues: Vec::new(),
+            svm: Default::default(),
+            svm_exec: Default::default(),
             advertised: None,
             quota: None,
             limits: QueueLimits {
@@ -201,6 +207,14 @@ impl ExecSession for OpenClSession {
             Request::EnqueueFillImage(m) => done(self.fill_image(m)),
             Request::CreateSampler(m) => done(self.create_sampler(m)),
             Request::Finish(m) => done(self.finish(m.queue)),
+            Request::SvmAlloc(m) => self.svm_alloc(m),
+            Request::SvmFree(m) => done(self.svm_free(m)),
+            Request::EnqueueSvmWrite(m) => done(self.svm_write(m, io)),
+            Request::EnqueueSvmRead(m) => done(self.svm_read(m, io)),
+            Request::EnqueueSvmCopy(m) => done(self.svm_copy(m)),
+            Request::EnqueueSvmFill(m) => done(self.svm_fill(m)),
+            Request::SetKernelExecSvm(m) => done(self.set_kernel_exec_svm(m)),
+            Request::CreateSvmBuffer(m) => done(self.create_svm_buffer(m)),
             // Control messages are the vGPU layer's; other APIs' calls are
             // other executors'.
             _ => Err(Status::INVALID_OPERATION),

@@ -213,6 +213,13 @@ impl OpenClSession {
         id: u64,
         device: &m::DeviceIdentity,
     ) -> Result<SavedSession, SnapshotError> {
+        // SVM addresses are device addresses the guest keeps in its own
+        // memory; another driver instance cannot hand out the same ones.
+        if self.holds_svm() {
+            return Err(SnapshotError::Unsupported(
+                "a session holding shared virtual memory (SVM) allocations",
+            ));
+        }
         let started = std::time::Instant::now();
         self.drain()
             .map_err(|s| SnapshotError::device("drain the queues", s))?;
@@ -270,6 +277,8 @@ impl OpenClSession {
                     ArgRecord::Local(size) => m::KernelArg::Local(*size),
                     ArgRecord::NullMem => m::KernelArg::NullBuffer,
                     ArgRecord::Sampler(s) => m::KernelArg::Sampler(samplers.id(s)),
+                    // Never reached: a session holding SVM refuses to save.
+                    ArgRecord::Svm(..) => m::KernelArg::Unset,
                 })
                 .collect();
             state.kernels.push(m::KernelState {

@@ -23,6 +23,8 @@ use crate::api::program::*;
 use crate::api::queue::*;
 use crate::api::rect::*;
 use crate::api::sampler::*;
+use crate::api::subdevice::*;
+use crate::api::svm::*;
 use crate::api::transfer::*;
 use crate::api::unimplemented::*;
 use crate::core::object::Cl;

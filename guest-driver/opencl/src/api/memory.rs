@@ -54,6 +54,11 @@ fn create_buffer(
     if with_host_ptr == host_ptr.is_null() {
         return Err(CL_INVALID_HOST_PTR);
     }
+    if flags & CL_MEM_USE_HOST_PTR != 0 {
+        if let Some(mem) = crate::api::svm::buffer_over_svm(&context, flags, size, host_ptr)? {
+            return Ok(mem);
+        }
+    }
     let client = platform::client()?;
     let mem = client.new_handle();
     // The device copy of a USE_HOST_PTR buffer starts as a copy too. Host
@@ -213,7 +218,7 @@ fn get_mem_object_info(
                 .map_or(std::ptr::null_mut(), |p| p.as_ptr()),
         ),
         CL_MEM_OFFSET => info::usize(mem.origin as usize),
-        CL_MEM_USES_SVM_POINTER => info::u32(CL_FALSE),
+        CL_MEM_USES_SVM_POINTER => info::u32(mem.uses_svm.load(Ordering::Relaxed) as cl_bool),
         // The properties as given: none for clCreateBuffer or a NULL list,
         // the terminator alone for an empty list.
         CL_MEM_PROPERTIES if mem.properties_listed.load(Ordering::Relaxed) => info::u64(0),

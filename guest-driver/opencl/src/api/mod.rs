@@ -22,6 +22,8 @@ pub mod program;
 pub mod queue;
 pub mod rect;
 pub mod sampler;
+pub mod subdevice;
+pub mod svm;
 pub mod transfer;
 pub mod unimplemented;
 mod util;

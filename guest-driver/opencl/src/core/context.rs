@@ -36,6 +36,7 @@ impl Context {
 
     fn destroyed(&self, ptr: *mut c_void) {
         crate::core::staged::context_destroyed(ptr as usize);
+        crate::core::svm::context_destroyed(ptr as usize);
         self.destructors.run(ptr);
     }
 }

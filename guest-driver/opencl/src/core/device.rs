@@ -1,6 +1,6 @@
 //! The device: the backend's device as the application sees it. Values come
 //! from the backend once and are cached; a few are rewritten so the device
-//! describes what this library forwards (no SVM, no pipes, no
+//! describes what this library forwards (coarse-grained SVM only, no pipes, no
 //! partitioning) and so the name shows the layering.
 
 use std::collections::HashMap;
@@ -53,10 +53,9 @@ const HIDDEN_EXTENSIONS: &[&str] = &[
 /// OpenCL C features that need host-API support this library lacks.
 const HIDDEN_FEATURES: &[&str] = &["__opencl_c_pipes", "__opencl_c_device_enqueue"];
 
-/// Parameters answered as zero: pipes, device-side queues, SVM and
+/// Parameters answered as zero: pipes, device-side queues and
 /// partitioning are not forwarded.
 const ZERO_PARAMS: &[cl_device_info] = &[
-    CL_DEVICE_SVM_CAPABILITIES,
     CL_DEVICE_PIPE_SUPPORT,
     CL_DEVICE_MAX_PIPE_ARGS,
     CL_DEVICE_PIPE_MAX_ACTIVE_RESERVATIONS,
@@ -115,6 +114,13 @@ impl Device {
             // Native kernels (host function pointers) cannot be forwarded.
             CL_DEVICE_EXECUTION_CAPABILITIES => {
                 let caps = info::le_number(&self.remote(param)?) & !CL_EXEC_NATIVE_KERNEL;
+                Ok(info::u64(caps))
+            }
+            // Coarse-grained buffer SVM only, where the device has it.
+            CL_DEVICE_SVM_CAPABILITIES => {
+                let caps = self.remote(param).map_or(0, |v| {
+                    info::le_number(&v) & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER
+                });
                 Ok(info::u64(caps))
             }
             CL_DEVICE_PARTITION_PROPERTIES => Ok(info::usize(0)),

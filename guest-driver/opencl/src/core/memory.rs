@@ -31,6 +31,8 @@ pub struct Mem {
     /// Created by `clCreateBufferWithProperties` with a non-NULL (empty)
     /// property list.
     pub properties_listed: AtomicBool,
+    /// Created with `CL_MEM_USE_HOST_PTR` over SVM (`CL_MEM_USES_SVM_POINTER`).
+    pub uses_svm: AtomicBool,
     /// Set for images.
     pub image: Option<Box<crate::core::image::ImageDesc>>,
 }
@@ -116,6 +118,7 @@ impl Mem {
             maps: Mutex::new(Vec::new()),
             destructors: Destructors::default(),
             properties_listed: AtomicBool::new(false),
+            uses_svm: AtomicBool::new(false),
             image: None,
         }
     }

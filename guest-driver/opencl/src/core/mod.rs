@@ -19,6 +19,7 @@ pub mod program;
 pub mod queue;
 pub mod rect;
 pub mod staged;
+pub mod svm;
 pub mod sync;
 pub mod transfer;
 pub mod watcher;
