@@ -3,10 +3,12 @@
     compare.py OUT
 
 OUT holds native/SUITE.tsv and vgpu/SUITE.tsv (sub-test, result, seconds;
-result is pass, fail, skip, hung, crashed or absent). Prints a Markdown
-table of passed / failed / skipped / hung per suite and side (crashes count
-as failed and are named below the table), then every sub-test that passes
-natively but not through vgpu, and writes OUT/results.json.
+result is pass, fail, skip, hung, crashed or absent: not reached in a run
+that was stopped). Prints a Markdown table of passed / failed / skipped /
+hung per suite and side (crashes count as failed and are named in the
+cell, as are sub-tests not run), then every sub-test that passes natively
+but not through vgpu (suites run on both sides), and writes
+OUT/results.json.
 """
 
 import json
@@ -37,14 +39,16 @@ def load(out, side):
 
 def counts(tests):
     c = dict.fromkeys(KINDS, 0)
-    crashed = 0
+    c["crashed"] = c["not_run"] = 0
     for result, _ in tests.values():
-        if result in ("crashed", "absent"):
-            crashed += 1
+        if result == "crashed":
+            c["crashed"] += 1
             c["fail"] += 1
+        elif result == "absent":
+            # Not reached: the run was stopped.
+            c["not_run"] += 1
         elif result in c:
             c[result] += 1
-    c["crashed"] = crashed
     return c
 
 
@@ -52,8 +56,13 @@ def cell(c):
     if c is None:
         return "not run"
     text = f"{c['pass']} / {c['fail']} / {c['skip']} / {c['hung']}"
+    notes = []
     if c["crashed"]:
-        text += f" ({c['crashed']} crashed)"
+        notes.append(f"{c['crashed']} crashed")
+    if c["not_run"]:
+        notes.append(f"{c['not_run']} not run")
+    if notes:
+        text += f" ({', '.join(notes)})"
     return text
 
 
@@ -77,13 +86,19 @@ def main():
             "vgpu": {t: r for t, (r, _) in (v or {}).items()},
             "native_counts": nc, "vgpu_counts": vc,
         }
-        for t, (r, _) in (n or {}).items():
-            vr = (v or {}).get(t, ("not run", 0))[0]
+        if n is None or v is None:
+            continue
+        for t, (r, _) in n.items():
+            vr = v.get(t, ("absent", 0))[0]
             if r == "pass" and vr != "pass":
                 figures["passes_natively_only"].append([suite, t, vr])
             if r != "pass" and vr == "pass":
                 figures["passes_through_vgpu_only"].append([suite, t, r])
     lost = figures["passes_natively_only"]
+    one_side = [s for s in suites if s not in native or s not in vgpu]
+    if one_side:
+        print()
+        print(f"run on one side only (not compared): {', '.join(one_side)}")
     print()
     print(f"passing natively but not through vgpu: {len(lost)}")
     for suite, t, vr in lost:

@@ -36,6 +36,9 @@
 #                 smaller sizes where a suite supports it
 #   CTS_SIDES     "native vgpu" (default), or one of them
 #   VGPU_PROFILE  release (default) or debug: which build to use
+#   CTS_BACKEND_ARGS  more vgpu-backend options (split on spaces), e.g.
+#                 "--memory 16G": the vGPU's memory decides the sizes some
+#                 suites pick at random
 #
 # The build is cached under ~/.cache/vgpu/cts-<hash>, keyed by the CTS
 # commit, the headers' commits (or contents) and this script's build
@@ -43,6 +46,9 @@
 # Exit status: 0 when both sides ran (differences are reported, not
 # failed), 1 when a side could not run or used the wrong platform.
 set -euo pipefail
+# The whole script is one compound command, read before it runs: editing
+# this file (a merge, a checkout) during a long run cannot change it.
+{
 
 DEFAULT_SUITES="test_api test_buffers test_events test_compiler test_mem_host_flags test_allocations test_profiling test_commonfns test_basic"
 BUILD_OPTS="Release ninja v1"
@@ -188,7 +194,8 @@ backend_pid=
 start_backend() {
     rm -f "$socket"
     POCL_CACHE_DIR="$work/cache-vgpu/pocl-backend" \
-        "$backend" --socket "$socket" --log-level warn >> "$out/backend.log" 2>&1 &
+        # shellcheck disable=SC2086
+        "$backend" --socket "$socket" --log-level warn ${CTS_BACKEND_ARGS:-} >> "$out/backend.log" 2>&1 &
     backend_pid=$!
     for _ in $(seq 200); do
         [ -S "$socket" ] && return 0
@@ -307,3 +314,5 @@ for s in $sides; do
 done
 python3 "$here/compare.py" "$out" | tee "$out/summary.md"
 echo "results: $out"
+exit
+}

@@ -49,6 +49,7 @@ def run(timeout, binary, tests, env, results_file, progress=None):
     pending = set(tests)
     current, started = None, time.monotonic()
     out = {}
+    LIVE["out"], LIVE["current"] = out, None
     secs = {}
     suite_lines = []
     buf = b""
@@ -83,6 +84,7 @@ def run(timeout, binary, tests, env, results_file, progress=None):
                     progress.write(f"{name}\n")
                     progress.flush()
                 out[current] = []
+                LIVE["current"] = current
             if current is None:
                 suite_lines.append(line)
             else:
@@ -103,6 +105,9 @@ def run(timeout, binary, tests, env, results_file, progress=None):
 
 
 CHILD = []
+# The process being watched: its sub-tests' output so far and the one
+# running, for a stop from outside.
+LIVE = {"out": {}, "current": None}
 
 
 def main():
@@ -127,6 +132,13 @@ def main():
                 os.killpg(proc.pid, signal.SIGKILL)
             except OSError:
                 pass
+        # The sub-tests the watched process finished count; the one it was
+        # running and those after it are "absent".
+        for name, lines in LIVE["out"].items():
+            if name != LIVE["current"] and name not in results:
+                results[name] = from_lines(name, lines)
+            with open(os.path.join(log_dir, f"{name}.log"), "w") as f:
+                f.write("\n".join(lines) + "\n")
         write_tsv()
         sys.exit(1)
 
