@@ -14,7 +14,7 @@ if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 PACKAGES=(
   pocl-opencl-icd ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-headers clinfo
   gcc make pkg-config busybox-static cpio xz-utils
-  jq curl dpkg-dev binutils util-linux
+  jq curl dpkg-dev binutils util-linux python3-venv
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
