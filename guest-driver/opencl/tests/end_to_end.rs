@@ -575,7 +575,7 @@ fn non_blocking_transfers_gated_by_a_user_event_return_at_once() {
     // A deadlock ends in the program's alarm, without these lines.
     assert!(output.status.success(), "{out}");
     assert_eq!(probe_field(&out, "platform"), "vgpu", "{out}");
-    for what in ["read", "write", "map"] {
+    for what in ["read", "write", "map", "image"] {
         let enqueued = probe_field(&out, &format!("enqueued {what}"));
         // Status 0, and the user event still unset when the enqueue
         // returned (it is set 300 ms after the enqueue starts).

@@ -25,6 +25,7 @@ use crate::core::object::{Cl, ClResult};
 use crate::core::pixels::{move_pixels, Host, Target};
 use crate::core::platform;
 use crate::core::queue::Queue;
+use crate::core::staged::{self, Rows, Staged};
 use crate::core::sync;
 
 object_entry! {
@@ -81,6 +82,27 @@ fn enqueue_read_image(
     }
     let new_event = NewEvent::new(event, CL_COMMAND_READ_IMAGE)?;
     let host = bytes_mut(ptr, layout.extent(region)? as usize)?;
+    if staged::must_stage(blocking) {
+        // It may wait for a user event: it must not wait in the backend.
+        let rows = Rows {
+            row_bytes: (region[0] * layout.elem) as usize,
+            rows: region[1] as usize,
+            slices: region[2] as usize,
+            row_pitch: layout.row as usize,
+            slice_pitch: layout.slice as usize,
+        };
+        let staged = Staged {
+            queue: queue.handle(),
+            context: &queue.context,
+            mem: mem.handle(),
+            offset: 0,
+            wait,
+            event: new_event.handle(),
+        };
+        staged.read_image(origin, region, rows, host.as_mut_ptr(), host.len())?;
+        staged::keep(new_event.publish(&queue));
+        return Ok(());
+    }
     let target = Target::Queue {
         queue: queue.handle(),
         wait,

@@ -15,13 +15,18 @@
 //!   data is there whenever the application may look.
 //! - write: the data goes to a staging buffer at once (that never waits),
 //!   then the queue copies it into the buffer (batched).
+//! - image read: as a read, the queue copying the image's region into the
+//!   staging buffer tightly packed; the rows are laid out with the
+//!   application's pitches when they are moved into its memory.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use opencl_sys::*;
-use vgpu_protocol::messages::{CreateBuffer, CreateQueue, EnqueueCopyBuffer, InitBuffer, Release};
+use vgpu_protocol::messages::{
+    CreateBuffer, CreateQueue, EnqueueCopyBuffer, EnqueueCopyImageToBuffer, InitBuffer, Release,
+};
 use vgpu_protocol::{DataRef, InfoTarget, ObjectKind, Request};
 
 use crate::core::context::Context;
@@ -43,6 +48,34 @@ struct Pending {
     staging: u64,
     target: RawPtr,
     len: usize,
+    /// Where the packed rows go in the application's memory (image reads
+    /// with pitches); `None`: the bytes go as they are.
+    rows: Option<Rows>,
+}
+
+/// Packed rows of an image region and the application's pitches.
+#[derive(Debug, Clone, Copy)]
+pub struct Rows {
+    pub row_bytes: usize,
+    pub rows: usize,
+    pub slices: usize,
+    pub row_pitch: usize,
+    pub slice_pitch: usize,
+}
+
+impl Rows {
+    fn packed_len(&self) -> usize {
+        self.row_bytes * self.rows * self.slices
+    }
+
+    /// Lays `packed` out in `target` with the pitches.
+    fn scatter(&self, packed: &[u8], target: &mut [u8]) {
+        for (i, row) in packed.chunks_exact(self.row_bytes).enumerate() {
+            let (y, z) = (i % self.rows, i / self.rows);
+            let at = z * self.slice_pitch + y * self.row_pitch;
+            target[at..at + self.row_bytes].copy_from_slice(row);
+        }
+    }
 }
 
 static PENDING: Mutex<Vec<Pending>> = Mutex::new(Vec::new());
@@ -186,6 +219,50 @@ impl Staged<'_> {
             staging,
             target: RawPtr::new(target),
             len,
+            rows: None,
+        });
+        COUNT.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Starts a read of the image `self.mem`'s `region` at `origin` into
+    /// `target` (`len` bytes the application gave, laid out as `rows`
+    /// says), which must stay valid until the read's event completes.
+    pub fn read_image(
+        self,
+        origin: [u64; 3],
+        region: [u64; 3],
+        rows: Rows,
+        target: *mut u8,
+        len: usize,
+    ) -> ClResult<()> {
+        let client = platform::client()?;
+        let staging = self.staging_buffer(rows.packed_len(), None)?;
+        let (event, internal_event) = match self.event {
+            0 => (client.new_handle(), true),
+            event => (event, false),
+        };
+        let copy = EnqueueCopyImageToBuffer {
+            queue: self.queue,
+            src: self.mem,
+            dst: staging,
+            src_origin: origin,
+            region,
+            dst_offset: 0,
+            wait: self.wait,
+            event,
+        };
+        client.defer(copy.into()).map_err(|s| s.0)?;
+        pending().push(Pending {
+            queue: self.queue,
+            context: self.context.clone(),
+            event,
+            internal_event,
+            keep: None,
+            staging,
+            target: RawPtr::new(target),
+            len,
+            rows: Some(rows),
         });
         COUNT.fetch_add(1, Ordering::AcqRel);
         Ok(())
@@ -248,6 +325,7 @@ fn finish(p: Pending) {
         staging,
         target,
         len,
+        rows,
         ..
     } = p;
     let moved = side_queue(&context).and_then(|queue| {
@@ -262,7 +340,15 @@ fn finish(p: Pending) {
             wait: vec![event],
             event: 0,
         };
-        transfer.read(target)
+        match rows {
+            None => transfer.read(target),
+            Some(rows) => {
+                let mut packed = vec![0u8; rows.packed_len()];
+                transfer.read(&mut packed)?;
+                rows.scatter(&packed, target);
+                Ok(())
+            }
+        }
     });
     if let Err(status) = moved {
         // A failed copy fails the wait list: the event says so already.
@@ -323,5 +409,28 @@ pub fn settle_ready() {
         if done {
             settle_event(event);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Rows;
+
+    #[test]
+    fn packed_rows_land_at_the_pitches_and_leave_the_padding() {
+        let rows = Rows {
+            row_bytes: 3,
+            rows: 2,
+            slices: 2,
+            row_pitch: 4,
+            slice_pitch: 10,
+        };
+        let packed: Vec<u8> = (1..=12).collect();
+        let mut target = vec![0xEEu8; 17];
+        rows.scatter(&packed, &mut target);
+        assert_eq!(
+            target,
+            [1, 2, 3, 0xEE, 4, 5, 6, 0xEE, 0xEE, 0xEE, 7, 8, 9, 0xEE, 10, 11, 12]
+        );
     }
 }

@@ -1,4 +1,5 @@
-/* Non-blocking read, map and large write that wait on a user event which
+/* Non-blocking read, map, large write and image read (into memory with a
+ * padded row pitch) that wait on a user event which
  * a second thread sets later: each enqueue must return at once, and the
  * data must be there when the application's wait returns.
  *
@@ -88,5 +89,32 @@ int main(void) {
     printf("map: %s %d %d\n", err == 0 && finished == 0 && memcmp(mapped, pattern, N) == 0 ? "ok" : "FAIL", err, finished);
     clEnqueueUnmapMemObject(queue, buffer, mapped, 0, NULL, NULL);
     clFinish(queue);
+
+    /* image read, gated, rows padded: 64x32 RGBA8 into rows of 300 bytes */
+    enum { W = 64, H = 32, PITCH = 300 };
+    cl_image_format format = {CL_RGBA, CL_UNSIGNED_INT8};
+    cl_image_desc desc = {0};
+    desc.image_type = CL_MEM_OBJECT_IMAGE2D;
+    desc.image_width = W;
+    desc.image_height = H;
+    cl_mem image = clCreateImage(context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, &format, &desc, pattern, &err);
+    gate = clCreateUserEvent(context, &err);
+    opened = 0;
+    pthread_create(&thread, NULL, open_gate, NULL);
+    memset(back, 0xEE, N);
+    size_t origin[3] = {0, 0, 0}, region[3] = {W, H, 1};
+    err = clEnqueueReadImage(queue, image, CL_FALSE, origin, region, PITCH, 0, back, 1, &gate, &done);
+    printf("enqueued image: %d %d\n", err, opened);
+    err = clWaitForEvents(1, &done);
+    pthread_join(thread, NULL);
+    int same = 1;
+    for (int y = 0; y < H; y++) {
+        same &= memcmp(back + y * PITCH, pattern + y * W * 4, W * 4) == 0;
+        same &= back[y * PITCH + W * 4] == 0xEE; /* the padding is untouched */
+    }
+    printf("image: %s %d\n", err == 0 && same ? "ok" : "FAIL", err);
+    clReleaseEvent(done);
+    clReleaseEvent(gate);
+    clReleaseMemObject(image);
     return 0;
 }
