@@ -18,7 +18,7 @@ use crate::api::image::image_of;
 use crate::api::map::marker;
 use crate::api::transfer::{finish_blocking, queue_and_mem};
 use crate::api::util::{bytes, bytes_mut, triple, wait_list, NewEvent};
-use crate::core::image::ImageDesc;
+use crate::core::image::{HostLayout, ImageDesc};
 use crate::core::map::{ImageMap, MapArea, Mapping};
 use crate::core::memory::Mem;
 use crate::core::object::{Cl, ClResult};
@@ -54,6 +54,17 @@ fn origin_region(
     Ok((origin, region))
 }
 
+/// The rows of `region` as the application's memory holds them.
+fn host_rows(region: [u64; 3], layout: &HostLayout) -> Rows {
+    Rows {
+        row_bytes: (region[0] * layout.elem) as usize,
+        rows: region[1] as usize,
+        slices: region[2] as usize,
+        row_pitch: layout.row as usize,
+        slice_pitch: layout.slice as usize,
+    }
+}
+
 fn enqueue_read_image(
     queue: cl_command_queue,
     image: cl_mem,
@@ -84,13 +95,7 @@ fn enqueue_read_image(
     let host = bytes_mut(ptr, layout.extent(region)? as usize)?;
     if staged::must_stage(blocking) {
         // It may wait for a user event: it must not wait in the backend.
-        let rows = Rows {
-            row_bytes: (region[0] * layout.elem) as usize,
-            rows: region[1] as usize,
-            slices: region[2] as usize,
-            row_pitch: layout.row as usize,
-            slice_pitch: layout.slice as usize,
-        };
+        let rows = host_rows(region, &layout);
         let staged = Staged {
             queue: queue.handle(),
             context: &queue.context,
@@ -150,6 +155,21 @@ fn enqueue_write_image(
     }
     let new_event = NewEvent::new(event, CL_COMMAND_WRITE_IMAGE)?;
     let host = bytes(ptr, layout.extent(region)? as usize)?;
+    if staged::must_stage(blocking) {
+        // A write larger than a batch is sent at once and would wait in
+        // the backend for a user event: it goes through a staging buffer.
+        let staged = Staged {
+            queue: queue.handle(),
+            context: &queue.context,
+            mem: mem.handle(),
+            offset: 0,
+            wait,
+            event: new_event.handle(),
+        };
+        staged.write_image(origin, region, host_rows(region, &layout), host)?;
+        new_event.publish(&queue);
+        return Ok(());
+    }
     let target = Target::Queue {
         queue: queue.handle(),
         wait,

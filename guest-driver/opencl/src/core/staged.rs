@@ -18,6 +18,8 @@
 //! - image read: as a read, the queue copying the image's region into the
 //!   staging buffer tightly packed; the rows are laid out with the
 //!   application's pitches when they are moved into its memory.
+//! - image write: the rows, packed, go to a staging buffer at once, then
+//!   the queue copies them into the image.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,7 +27,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use opencl_sys::*;
 use vgpu_protocol::messages::{
-    CreateBuffer, CreateQueue, EnqueueCopyBuffer, EnqueueCopyImageToBuffer, InitBuffer, Release,
+    CreateBuffer, CreateQueue, EnqueueCopyBuffer, EnqueueCopyBufferToImage,
+    EnqueueCopyImageToBuffer, InitBuffer, Release,
 };
 use vgpu_protocol::{DataRef, InfoTarget, ObjectKind, Request};
 
@@ -68,13 +71,28 @@ impl Rows {
         self.row_bytes * self.rows * self.slices
     }
 
+    /// Where row `i` (counted over all slices) starts in the application's
+    /// memory.
+    fn row_at(&self, i: usize) -> usize {
+        (i / self.rows) * self.slice_pitch + (i % self.rows) * self.row_pitch
+    }
+
     /// Lays `packed` out in `target` with the pitches.
     fn scatter(&self, packed: &[u8], target: &mut [u8]) {
         for (i, row) in packed.chunks_exact(self.row_bytes).enumerate() {
-            let (y, z) = (i % self.rows, i / self.rows);
-            let at = z * self.slice_pitch + y * self.row_pitch;
+            let at = self.row_at(i);
             target[at..at + self.row_bytes].copy_from_slice(row);
         }
+    }
+
+    /// The rows of `source`, laid out with the pitches, packed.
+    fn gather(&self, source: &[u8]) -> Vec<u8> {
+        let mut packed = Vec::with_capacity(self.packed_len());
+        for i in 0..self.rows * self.slices {
+            let at = self.row_at(i);
+            packed.extend_from_slice(&source[at..at + self.row_bytes]);
+        }
+        packed
     }
 }
 
@@ -268,6 +286,32 @@ impl Staged<'_> {
         Ok(())
     }
 
+    /// Writes the rows of `source` (laid out as `rows` says) into the image
+    /// `self.mem`'s `region` at `origin`: packed into a staging buffer now,
+    /// into the image in queue order.
+    pub fn write_image(
+        self,
+        origin: [u64; 3],
+        region: [u64; 3],
+        rows: Rows,
+        source: &[u8],
+    ) -> ClResult<()> {
+        let staging = self.staging_buffer(rows.packed_len(), Some(&rows.gather(source)))?;
+        let copy = EnqueueCopyBufferToImage {
+            queue: self.queue,
+            src: staging,
+            dst: self.mem,
+            src_offset: 0,
+            dst_origin: origin,
+            region,
+            wait: self.wait,
+            event: self.event,
+        };
+        platform::client()?.defer(copy.into()).map_err(|s| s.0)?;
+        // The enqueued copy holds the staging buffer until it ran.
+        release(ObjectKind::Mem, staging)
+    }
+
     /// Writes `data`: copied to a staging buffer now, into the buffer in
     /// queue order.
     pub fn write(self, data: &[u8]) -> ClResult<()> {
@@ -432,5 +476,6 @@ mod tests {
             target,
             [1, 2, 3, 0xEE, 4, 5, 6, 0xEE, 0xEE, 0xEE, 7, 8, 9, 0xEE, 10, 11, 12]
         );
+        assert_eq!(rows.gather(&target), packed);
     }
 }
