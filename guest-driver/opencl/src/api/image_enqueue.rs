@@ -406,7 +406,27 @@ fn enqueue_map_image(
         (mem.host_ptr.0 + start, None, layout)
     };
     let extent = layout.extent(region)? as usize;
-    if !invalidate {
+    let staged_read = !invalidate && staged::must_stage(blocking);
+    if staged_read {
+        // It may wait for a user event: it must not wait in the backend.
+        // The area (or the application's memory) stays until the unmap,
+        // which drops the read if it comes first.
+        let staged = Staged {
+            queue: queue.handle(),
+            context: &queue.context,
+            mem: mem.handle(),
+            offset: 0,
+            wait,
+            event: new_event.handle(),
+        };
+        staged.read_image(
+            origin,
+            region,
+            host_rows(region, &layout),
+            ptr as *mut u8,
+            extent,
+        )?;
+    } else if !invalidate {
         // SAFETY: `ptr` is either the area just allocated with `extent`
         // bytes, or the application's USE_HOST_PTR memory, which the spec
         // requires to hold the whole image with its pitches.
@@ -450,7 +470,10 @@ fn enqueue_map_image(
             layout,
         }),
     });
-    new_event.publish(&queue);
+    let published = new_event.publish(&queue);
+    if staged_read {
+        staged::keep(published);
+    }
     if blocking != CL_FALSE {
         if let Some(status) = sync::take_deferred() {
             return Err(status);
