@@ -263,6 +263,10 @@ fn create_image(
             return Err(CL_INVALID_IMAGE_SIZE);
         }
         Some(buffer)
+    } else if ty == CL_MEM_OBJECT_IMAGE2D && !desc.buffer.is_null() {
+        // CL_INVALID_OPERATION for a 2D image from a buffer where the
+        // device does not support them (cl_khr_image2d_from_buffer).
+        return Err(CL_INVALID_OPERATION);
     } else if !desc.buffer.is_null() {
         return Err(CL_INVALID_IMAGE_DESCRIPTOR);
     } else {
@@ -360,10 +364,16 @@ fn create_image_with_properties(
 ) -> ClResult<cl_mem> {
     // CL_INVALID_PROPERTY if a property name in properties is not a
     // supported property name (no image properties are supported).
-    if properties(props, CL_INVALID_PROPERTY)?.len() > 1 {
+    let listed = properties(props, CL_INVALID_PROPERTY)?;
+    if listed.len() > 1 {
         return Err(CL_INVALID_PROPERTY);
     }
-    create_image(context, flags, format, desc, host_ptr)
+    let image = create_image(context, flags, format, desc, host_ptr)?;
+    // CL_MEM_PROPERTIES then answers the (empty) list as given.
+    Cl::<Mem>::get(image)?
+        .properties_listed
+        .store(!listed.is_empty(), std::sync::atomic::Ordering::Relaxed);
+    Ok(image)
 }
 
 fn desc_of(
