@@ -37,7 +37,7 @@ extern "C" fn check_flags() -> c_uint {
 
 const NS: *const c_void = not_supported as *const c_void;
 
-pub static CONTEXT_CHECKS: Table<15> = Table([
+pub static CONTEXT_CHECKS: Table<15> = Table::new([
     size_word::<15>(),
     NS,
     context_check as *const c_void,
@@ -55,7 +55,7 @@ pub static CONTEXT_CHECKS: Table<15> = Table([
     NS,
 ]);
 
-pub static TOOLS_TLS: Table<3> = Table([size_word::<3>(), NS, NS]);
+pub static TOOLS_TLS: Table<3> = Table::new([size_word::<3>(), NS, NS]);
 
 /// A zeroed buffer the tools' side of cudart may write into.
 struct HookBuffer<const N: usize>(UnsafeCell<[u8; N]>);
@@ -77,7 +77,7 @@ extern "C" fn hook_buffer_2(buffer: *mut *mut c_void, size: *mut usize) {
     put_opt(size, 14);
 }
 
-pub static TOOL_HOOKS: Table<7> = Table([
+pub static TOOL_HOOKS: Table<7> = Table::new([
     size_word::<7>(),
     NS,
     hook_buffer_1 as *const c_void,

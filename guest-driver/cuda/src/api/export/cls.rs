@@ -75,7 +75,7 @@ extern "C" fn get_value(value: *mut *mut c_void, ctx: Handle, key: *mut c_void) 
 }
 
 /// The slots as the traces show them; the fourth word is not a function.
-pub static TABLE: Table<4> = Table([
+pub static TABLE: Table<4> = Table::new([
     put_value as *const c_void,
     delete_value as *const c_void,
     get_value as *const c_void,

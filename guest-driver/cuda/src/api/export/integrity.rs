@@ -214,7 +214,7 @@ extern "C" fn integrity_check(version: u32, seconds: u64, out: *mut [u64; 2]) ->
     })
 }
 
-pub static INTEGRITY_CHECK: Table<3> = Table([
+pub static INTEGRITY_CHECK: Table<3> = Table::new([
     size_word::<3>(),
     integrity_check as *const c_void,
     not_supported as *const c_void,
@@ -232,7 +232,7 @@ const NS: *const c_void = not_supported as *const c_void;
 
 /// Of its 13 words CUDA 13's cudart calls slot 2 only (the fat-binary
 /// slots ZLUDA documents are not used: kernels come through cuLibrary*).
-pub static CUDART_INTERFACE: Table<13> = Table([
+pub static CUDART_INTERFACE: Table<13> = Table::new([
     size_word::<13>(),
     NS,
     primary_context as *const c_void,

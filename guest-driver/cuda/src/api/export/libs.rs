@@ -45,14 +45,14 @@ const fn refusing<const N: usize>() -> [*const c_void; N] {
     words
 }
 
-pub static CONTEXT_IDENTITY: Table<93> = Table({
+pub static CONTEXT_IDENTITY: Table<93> = Table::new({
     let mut words = refusing::<93>();
     words[4] = context_id as *const c_void;
     words[91] = std::ptr::null();
     words
 });
 
-pub static BLAS_69A28E9F: Table<34> = Table(refusing::<34>());
+pub static BLAS_69A28E9F: Table<34> = Table::new(refusing::<34>());
 
 #[cfg(test)]
 mod tests {

@@ -21,9 +21,21 @@ pub use cls::context_gone;
 pub type Uuid = [u8; 16];
 
 /// An export table: a row of words, most of them functions. Most tables
-/// start with their own size in bytes.
-#[repr(transparent)]
-pub struct Table<const N: usize>(pub [*const c_void; N]);
+/// start with their own size in bytes. Zero words follow it: callers read
+/// words past the tables served here (data words the real driver keeps at
+/// 0), and what they found there depended on how this library was linked
+/// (PyTorch crashed with one build and not with another).
+#[repr(C)]
+pub struct Table<const N: usize>(pub [*const c_void; N], [*const c_void; TABLE_PADDING]);
+
+/// Zero words after every served table.
+const TABLE_PADDING: usize = 128;
+
+impl<const N: usize> Table<N> {
+    pub const fn new(words: [*const c_void; N]) -> Table<N> {
+        Table(words, [std::ptr::null(); TABLE_PADDING])
+    }
+}
 
 // SAFETY: the words are addresses of functions and integers, never written
 // after start-up; sharing them between threads is what the driver does.
