@@ -11,7 +11,8 @@
 #      file system but /run/vgpu and the cache, hidden home, private /tmp,
 #      no new privileges, the unit's capability bounding set, its umask);
 #      then served: `vgpu-ctl --json status`, clinfo through the packaged
-#      ICD, a metrics scrape, a clean stop on SIGTERM;
+#      ICD, a metrics scrape, the demo guest booted in the patched QEMU
+#      against it (where setup.sh built them), a clean stop on SIGTERM;
 #   5. the kernel module built from the packaged source with dkms.conf's
 #      own MAKE line (when kernel headers are installed).
 # Exits non-zero on the first failure. VGPU_PROFILE=release packages the
@@ -179,6 +180,20 @@ echo "$clinfo_out" | grep "Number of devices *1" >/dev/null || fail "clinfo: $cl
 metrics=$(curl -sS --fail --max-time 10 --unix-socket "$root/run/vgpu/$instance.metrics" http://vgpu/metrics) \
   || fail "metrics scrape"
 echo "$metrics" | grep '^vgpu_device_calls_total{api="opencl"' >/dev/null || fail "metrics: $metrics"
+# The demo guest in the patched QEMU against the packaged backend, where
+# setup.sh built them (VGPU_SKIP_VM=1 leaves them out).
+if [ "${VGPU_SKIP_VM:-0}" != 1 ] && [ -s target/qemu-path ] && [ -f target/guest-image/vmlinux ]; then
+  console=$(timeout 300 "$(cat target/qemu-path)" -machine q35,accel=tcg -cpu max -m 1G \
+      -display none -monitor none -nodefaults -no-reboot \
+      -object memory-backend-memfd,id=mem,size=1G,share=on -numa node,memdev=mem \
+      -chardev socket,id=vgpu0,path="$sock" -device vhost-user-vgpu-pci,chardev=vgpu0 \
+      -kernel target/guest-image/vmlinux -initrd target/guest-image/initramfs.gz \
+      -append "console=ttyS0 quiet vgpu.run=/opt/vgpu/bin/vgpu-demo" -serial stdio 2>&1 |
+    tr -d '\r') || true
+  echo "$console" | grep -q "VGPU-GUEST-EXIT 0" ||
+    fail "the demo guest against the packaged backend: $(echo "$console" | tail -n 20)"
+  say "the demo guest ran its OpenCL program in QEMU through the packaged backend"
+fi
 kill -TERM "$backend_pid"
 for _ in $(seq 100); do kill -0 "$backend_pid" 2>/dev/null || break; sleep 0.05; done
 kill -0 "$backend_pid" 2>/dev/null && fail "the backend ignored SIGTERM"
