@@ -76,7 +76,7 @@ enum Command {
     },
     /// Move every vGPU, running, to another OpenCL device of this host.
     Rehome {
-        /// As for `vgpu-backend --device`: opencl:<platform>:<device> or opencl:<name>.
+        /// As for `vgpu-backend --device`: opencl:PLATFORM:DEVICE or opencl:NAME.
         #[arg(long)]
         device: String,
     },
