@@ -10,6 +10,7 @@ pub mod executor;
 pub mod exporter;
 pub mod handles;
 pub mod harness;
+pub mod heap;
 pub mod metrics;
 pub mod migrate;
 pub mod quota;

@@ -440,6 +440,9 @@ fn accept_loop(listener: &mut Listener, registry: &Arc<Registry>) -> Result<(), 
                 }
                 device.signal_exit();
                 log::info!("front-end {id} disconnected; its vGPU is released");
+                drop(daemon);
+                drop(device);
+                crate::heap::release_free_memory();
             });
         if let Err(e) = spawned {
             log::error!("cannot serve a front-end: {e}");

@@ -424,6 +424,9 @@ impl Vgpu {
                     }
                 }
                 log::debug!("session {session_id} ended");
+                // The session's objects go with the last reference.
+                drop(worker_state);
+                crate::heap::release_free_memory();
             });
         if let Err(e) = spawned {
             log::error!("cannot start a session thread: {e}");
