@@ -22,7 +22,8 @@ cd "$(dirname "$0")/.."
 fail() { echo "test-package: FAIL: $*" >&2; exit 1; }
 say() { echo "test-package: $*"; }
 
-# Not under /tmp: the confined backend gets a private /tmp.
+# The confined backend gets a private /tmp and no home: start.sh binds this
+# folder under /run first, so the checkout may be anywhere.
 mkdir -p target
 work=$(mktemp -d "$PWD/target/pkgtest.XXXXXX")
 backend_pid=""
@@ -122,8 +123,9 @@ bounding=-all
 for c in $caps; do bounding="$bounding,+$(echo "${c#CAP_}" | tr A-Z a-z)"; done
 # systemd: %i is the instance, ${VAR} one word, $VAR split at white space.
 command=$(echo "$exec_start" | sed -e "s/%i/$instance/g" -e 's/\${\([A-Z_]*\)}/"${\1}"/g')
-# The package's binary, from the extracted root.
-command=${command/#\/usr\/bin\//$root/usr/bin/}
+# The package's binary, from the extracted root as start.sh sees it.
+inside=/run/vgpu-pkgtest
+command=${command/#\/usr\/bin\//$inside/root/usr/bin/}
 cat > "$work/start.sh" <<EOF
 #!/bin/bash
 # Inside a private mount namespace: ProtectSystem=strict with
@@ -131,6 +133,8 @@ cat > "$work/start.sh" <<EOF
 set -euo pipefail
 mount --make-rprivate /
 mount -t tmpfs tmpfs /run && mkdir -p /run/vgpu && mount --bind "$root/run/vgpu" /run/vgpu
+# This test's files, before /tmp and the homes (where a checkout may be) go.
+mkdir -p $inside && mount --bind "$work" $inside
 mount -t tmpfs tmpfs /var/cache && mkdir -p /var/cache/vgpu
 mount -t tmpfs tmpfs /tmp
 for home in /root /home; do [ -d \$home ] && mount -t tmpfs -o ro tmpfs \$home; done
@@ -150,7 +154,7 @@ while IFS= read -r line; do
   case "\$line" in ''|'#'*|';'*) continue ;; esac
   value=\${line#*=}; value=\${value#\"}; value=\${value%\"}
   export "\${line%%=*}=\$value"
-done < "$conf"
+done < "$inside/$instance.conf"
 exec setpriv --no-new-privs --bounding-set "$bounding" -- $command
 EOF
 chmod +x "$work/start.sh"
