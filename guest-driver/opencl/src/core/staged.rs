@@ -211,36 +211,20 @@ impl Staged<'_> {
     /// application). Call [`keep`] with the application's event after
     /// publishing it.
     pub fn read(self, target: *mut u8, len: usize) -> ClResult<()> {
-        let client = platform::client()?;
-        let staging = self.staging_buffer(len, None)?;
-        let (event, internal_event) = match self.event {
-            0 => (client.new_handle(), true),
-            event => (event, false),
-        };
-        let copy = EnqueueCopyBuffer {
-            queue: self.queue,
-            src: self.mem,
-            dst: staging,
-            src_offset: self.offset,
-            dst_offset: 0,
-            size: len as u64,
-            wait: self.wait,
-            event,
-        };
-        client.defer(copy.into()).map_err(|s| s.0)?;
-        pending().push(Pending {
-            queue: self.queue,
-            context: self.context.clone(),
-            event,
-            internal_event,
-            keep: None,
-            staging,
-            target: RawPtr::new(target),
-            len,
-            rows: None,
-        });
-        COUNT.fetch_add(1, Ordering::AcqRel);
-        Ok(())
+        let (mem, offset) = (self.mem, self.offset);
+        self.start_read(len, None, target, len, |queue, staging, wait, event| {
+            EnqueueCopyBuffer {
+                queue,
+                src: mem,
+                dst: staging,
+                src_offset: offset,
+                dst_offset: 0,
+                size: len as u64,
+                wait,
+                event,
+            }
+            .into()
+        })
     }
 
     /// Starts a read of the image `self.mem`'s `region` at `origin` into
@@ -254,23 +238,49 @@ impl Staged<'_> {
         target: *mut u8,
         len: usize,
     ) -> ClResult<()> {
+        let mem = self.mem;
+        let packed = rows.packed_len();
+        self.start_read(
+            packed,
+            Some(rows),
+            target,
+            len,
+            |queue, staging, wait, event| {
+                EnqueueCopyImageToBuffer {
+                    queue,
+                    src: mem,
+                    dst: staging,
+                    src_origin: origin,
+                    region,
+                    dst_offset: 0,
+                    wait,
+                    event,
+                }
+                .into()
+            },
+        )
+    }
+
+    /// Enqueues `copy` (queue, staging buffer, wait list, event) into a
+    /// staging buffer of `staged` bytes and records the pending read that
+    /// moves it into `target` once the copy is complete.
+    fn start_read(
+        self,
+        staged: usize,
+        rows: Option<Rows>,
+        target: *mut u8,
+        len: usize,
+        copy: impl FnOnce(u64, u64, Vec<u64>, u64) -> Request,
+    ) -> ClResult<()> {
         let client = platform::client()?;
-        let staging = self.staging_buffer(rows.packed_len(), None)?;
+        let staging = self.staging_buffer(staged, None)?;
         let (event, internal_event) = match self.event {
             0 => (client.new_handle(), true),
             event => (event, false),
         };
-        let copy = EnqueueCopyImageToBuffer {
-            queue: self.queue,
-            src: self.mem,
-            dst: staging,
-            src_origin: origin,
-            region,
-            dst_offset: 0,
-            wait: self.wait,
-            event,
-        };
-        client.defer(copy.into()).map_err(|s| s.0)?;
+        client
+            .defer(copy(self.queue, staging, self.wait, event))
+            .map_err(|s| s.0)?;
         pending().push(Pending {
             queue: self.queue,
             context: self.context.clone(),
@@ -280,7 +290,7 @@ impl Staged<'_> {
             staging,
             target: RawPtr::new(target),
             len,
-            rows: Some(rows),
+            rows,
         });
         COUNT.fetch_add(1, Ordering::AcqRel);
         Ok(())
