@@ -30,11 +30,13 @@ for size in "${sizes[@]}"; do
     "$prog" -m "$size" -i 100000 -p 1 > "$work/prog.out" 2>&1 &
   p=$!
   while ! grep -q "^PROGRESS 2$" "$work/prog.out" 2>/dev/null; do sleep 0.05; done
-  rss_before=$(awk '/VmRSS/ {print $2}' /proc/$a/status)
+  # The program's vGPU lives in its own worker process.
+  w=$("$bin/vgpu-ctl" --control "$work/a.ctl" --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["vms"][0]["worker_pid"])')
+  rss_before=$(awk '/VmRSS/ {print $2}' /proc/$w/status)
   t0=$(date +%s.%N)
   "$bin/vgpu-ctl" --control "$work/a.ctl" --json checkpoint "$work/ckpt" --then pause > "$work/ckpt.json" 2>/dev/null
   t1=$(date +%s.%N)
-  peak=$(awk '/VmHWM/ {print $2}' /proc/$a/status)
+  peak=$(awk '/VmHWM/ {print $2}' /proc/$w/status)
   kill $p $a 2>/dev/null; wait $p $a 2>/dev/null || true
   bytes=$(stat -c %s "$work/ckpt")
   t2=$(date +%s.%N)

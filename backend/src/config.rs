@@ -84,7 +84,8 @@ pub struct Args {
     #[arg(long, value_name = "MODE", default_value = "default")]
     pub sandbox: String,
 
-    /// Run as this unprivileged user once the sockets and devices are open.
+    /// Run the worker processes (one per front-end, the ones that read
+    /// guest input) as this unprivileged user once their device is open.
     #[arg(long, value_name = "NAME")]
     pub user: Option<String>,
 
@@ -129,6 +130,20 @@ pub struct Args {
     /// by default.
     #[arg(long, value_name = "ENDPOINT", value_parser = crate::exporter::parse_endpoint)]
     pub metrics: Vec<crate::exporter::Endpoint>,
+
+    /// Internal: run as the worker the supervisor started, on the channel
+    /// and listening descriptors given, for the VM id given.
+    #[arg(long, hide = true, value_name = "CHANNEL,LISTENER,VM")]
+    pub worker: Option<String>,
+
+    /// Internal: this worker rebuilds --restore's checkpoint.
+    #[arg(long, hide = true, requires = "worker")]
+    pub worker_restore: bool,
+
+    /// Internal: this worker opens this OpenCL device (after a re-home)
+    /// instead of --device's.
+    #[arg(long, hide = true, value_name = "SPEC", requires = "worker")]
+    pub worker_device: Option<String>,
 }
 
 /// A problem with the command line.
@@ -142,6 +157,8 @@ pub enum ConfigError {
     BadSandbox(String),
     #[error("--socket is required")]
     NoSocket,
+    #[error("invalid --worker {0:?}")]
+    BadWorker(String),
 }
 
 #[derive(Debug)]
@@ -165,6 +182,8 @@ pub struct Config {
     pub sandbox: crate::sandbox::Sandbox,
     /// `--metrics` endpoints.
     pub metrics: Vec<crate::exporter::Endpoint>,
+    /// Set in a worker process.
+    pub worker: Option<crate::worker::WorkerRole>,
 }
 
 /// One device to serve.
@@ -242,6 +261,21 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or(format!("size {text:?} is too large"))
 }
 
+/// `--worker CHANNEL,LISTENER,VM`.
+fn parse_worker(text: &str, restore: bool) -> Result<crate::worker::WorkerRole, ConfigError> {
+    let bad = || ConfigError::BadWorker(text.to_string());
+    let parts: Vec<&str> = text.split(',').collect();
+    let [channel, listener, vm_id] = parts[..] else {
+        return Err(bad());
+    };
+    Ok(crate::worker::WorkerRole {
+        channel: channel.parse().map_err(|_| bad())?,
+        listener: listener.parse().map_err(|_| bad())?,
+        vm_id: vm_id.parse().map_err(|_| bad())?,
+        restore,
+    })
+}
+
 pub fn parse_log_level(level: &str) -> Result<log::LevelFilter, ConfigError> {
     match level.to_ascii_lowercase().as_str() {
         "error" => Ok(log::LevelFilter::Error),
@@ -257,12 +291,28 @@ impl TryFrom<Args> for Config {
     type Error = ConfigError;
 
     fn try_from(args: Args) -> Result<Config, ConfigError> {
+        let mut devices: Vec<DeviceSpec> = std::iter::once(&args.device)
+            .chain(&args.extra_device)
+            .map(|spec| parse_spec(spec))
+            .collect::<Result<_, _>>()?;
+        if let Some(spec) = &args.worker_device {
+            let moved = DeviceSpec::OpenCl(parse_device(spec)?);
+            match devices
+                .iter_mut()
+                .find(|d| matches!(d, DeviceSpec::OpenCl(_)))
+            {
+                Some(slot) => *slot = moved,
+                None => devices.insert(0, moved),
+            }
+        }
+        let worker = match &args.worker {
+            Some(text) => Some(parse_worker(text, args.worker_restore)?),
+            None => None,
+        };
         Ok(Config {
             socket: args.socket.ok_or(ConfigError::NoSocket)?,
-            devices: std::iter::once(&args.device)
-                .chain(&args.extra_device)
-                .map(|spec| parse_spec(spec))
-                .collect::<Result<_, _>>()?,
+            devices,
+            worker,
             log_level: parse_log_level(&args.log_level)?,
             control: args.control,
             queue_depth: args.queue_depth,

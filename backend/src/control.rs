@@ -16,26 +16,33 @@
 //! | `profile` | FILE, VM id or `-`: write the profile the VM's guests saw |
 //! | `accepts` | FILE: whether this backend's device honours that profile |
 
+//!
+//! The supervisor answers here; each command on a VM runs in the worker
+//! serving it (see `crate::supervisor`), with any file it names opened by
+//! the supervisor and passed along.
+
+use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::control_schema::{
-    CompatibleReply, DeviceFigures, ErrorCode, ErrorReply, Line, MetricsReply, ObjectCounts,
-    PausedReply, Progress, RehomedReply, ReportReply, StatusReply, VmFigures, VmStatus,
-    WrittenReply,
-};
-use crate::server::{error_chain, Registry};
+use crate::control_schema::{ErrorCode, ErrorReply, Line, RehomedReply, StatusReply};
+use crate::server::error_chain;
+use crate::supervisor::{Supervisor, WorkerLink};
 
-pub fn spawn(path: &Path, registry: Arc<Registry>) -> std::io::Result<()> {
+/// Binds the control socket: done before the vhost-user socket appears,
+/// so whoever sees that one can already reach this one.
+pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     if path.exists() {
         std::fs::remove_file(path)?;
     }
-    let listener = UnixListener::bind(path)?;
+    UnixListener::bind(path)
+}
+
+pub fn spawn(listener: UnixListener, registry: Arc<Supervisor>) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("control".into())
         .spawn(move || {
@@ -55,7 +62,7 @@ pub fn spawn(path: &Path, registry: Arc<Registry>) -> std::io::Result<()> {
     Ok(())
 }
 
-fn serve(stream: UnixStream, registry: &Registry) -> std::io::Result<()> {
+fn serve(stream: UnixStream, registry: &Supervisor) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let writer = Arc::new(Mutex::new(stream));
     let mut line = String::new();
@@ -87,7 +94,7 @@ fn serve(stream: UnixStream, registry: &Registry) -> std::io::Result<()> {
         writeln!(writer.lock().unwrap_or_else(|e| e.into_inner()), "{answer}")?;
         if words.first() == Some(&"checkpoint") && words.get(3) == Some(&"exit") && result.is_ok() {
             log::info!("checkpoint written; exiting as asked");
-            std::process::exit(0);
+            registry.shut_down();
         }
         line.clear();
     }
@@ -117,127 +124,62 @@ fn vm_id(word: Option<&&str>) -> Result<Option<u64>, ErrorReply> {
     }
 }
 
-fn run(
-    words: &[&str],
-    registry: &Registry,
-    out: &Arc<Mutex<UnixStream>>,
-) -> Result<String, ErrorReply> {
+type Out = Arc<Mutex<UnixStream>>;
+
+fn run(words: &[&str], supervisor: &Supervisor, out: &Out) -> Result<String, ErrorReply> {
     match words {
-        ["status"] => Ok(to_line(&status(registry))),
-        ["metrics"] => Ok(to_line(&metrics(registry))),
+        ["status"] => Ok(to_line(&crate::supervisor::status(supervisor))),
+        ["metrics"] => Ok(to_line(&crate::supervisor::metrics(supervisor))),
         ["checkpoint", file, rest @ ..] => {
-            let (id, vgpu) = registry.vm(vm_id(rest.first())?)?;
+            let worker = one(supervisor, rest.first())?;
             let then = rest.get(1).copied().unwrap_or("resume");
             if !["resume", "pause", "exit"].contains(&then) {
                 return Err(bad(format!(
                     "unknown follow-up {then:?}: expected resume, pause or exit"
                 )));
             }
-            let started = Instant::now();
-            let progress_out = out.clone();
-            let progress = move |p: &vgpu_migration::Progress| {
-                let rate = p.stream_bytes as f64 / started.elapsed().as_secs_f64().max(1e-9) / 1e6;
-                let line = Line::Progress {
-                    progress: Progress {
-                        bytes: p.stream_bytes,
-                        buffer_bytes: p.buffer_bytes,
-                        buffer_total: p.buffer_total,
-                        rate_mb_s: (rate * 10.0).round() / 10.0,
-                    },
-                };
-                let _ = writeln!(
-                    progress_out.lock().unwrap_or_else(|e| e.into_inner()),
-                    "{}",
-                    to_line(&line)
-                );
-            };
-            if then != "resume" {
-                vgpu.pause();
-            }
-            let result = vgpu_migration::write_atomically(Path::new(file), |w| {
-                crate::snapshot::save(&vgpu, w, Some(Box::new(progress))).map(|(_, report)| report)
+            // The worker writes into the file the supervisor created next
+            // to FILE; only a complete checkpoint replaces FILE.
+            let written = vgpu_migration::write_atomically(Path::new(file), |w| {
+                relay(&worker, &["checkpoint", then], Some(w.get_ref()), out)
             });
-            let report = match result {
-                Ok(report) => report,
-                Err(e) => {
-                    if then != "resume" {
-                        vgpu.resume();
-                    }
-                    return Err(ErrorReply::new(
-                        ErrorCode::CheckpointFailed,
-                        format!("checkpoint of front-end {id} failed: {}", error_chain(&e)),
-                    ));
-                }
-            };
-            vgpu.metrics().checkpoints.note(started.elapsed());
-            log::info!("checkpoint of front-end {id} written to {file}");
-            Ok(to_line(&ReportReply::from(&report)))
+            written.map_err(|e| match e {
+                vgpu_migration::AtomicWriteError::Write { source, .. } => source,
+                other => ErrorReply::new(
+                    ErrorCode::CheckpointFailed,
+                    format!(
+                        "checkpoint of front-end {} failed: {}",
+                        worker.vm_id,
+                        error_chain(&other)
+                    ),
+                ),
+            })
         }
         ["restore", file, rest @ ..] => {
-            let (id, vgpu) = registry.vm(vm_id(rest.first())?)?;
-            let f = std::fs::File::open(file)
-                .map_err(|e| file_error(format!("cannot open {file}: {e}")))?;
-            let started = Instant::now();
-            vgpu.pause();
-            let result = crate::snapshot::restore(
-                &vgpu,
-                std::io::BufReader::new(f),
-                crate::snapshot::Continuity::Unchecked,
-            );
-            vgpu.resume();
-            let report = result.map_err(|e| {
-                ErrorReply::new(
-                    ErrorCode::RestoreFailed,
-                    format!("restore into front-end {id} failed: {}", error_chain(&e)),
-                )
-            })?;
-            vgpu.metrics().restores.note(started.elapsed());
-            Ok(to_line(&ReportReply::from(&report)))
+            let worker = one(supervisor, rest.first())?;
+            let f = File::open(file).map_err(|e| file_error(format!("cannot open {file}: {e}")))?;
+            relay(&worker, &["restore"], Some(&f), out)
         }
         ["rehome", spec] => {
-            let selector = crate::config::parse_device(spec).map_err(|e| bad(e.to_string()))?;
-            let reports = registry
-                .rehome(&selector)
-                .map_err(|e| ErrorReply::new(ErrorCode::RehomeFailed, e))?;
-            Ok(to_line(&RehomedReply {
-                rehomed: reports.iter().map(ReportReply::from).collect(),
-            }))
+            crate::config::parse_device(spec).map_err(|e| bad(e.to_string()))?;
+            rehome(supervisor, spec, out)
         }
         ["profile", file, rest @ ..] => {
-            let (_, vgpu) = registry.vm(vm_id(rest.first())?)?;
-            std::fs::write(file, vgpu.profile_seen().to_bytes())
-                .map_err(|e| file_error(format!("cannot write {file}: {e}")))?;
-            Ok(to_line(&WrittenReply { written: true }))
+            let worker = one(supervisor, rest.first())?;
+            let f =
+                File::create(file).map_err(|e| file_error(format!("cannot write {file}: {e}")))?;
+            relay(&worker, &["profile"], Some(&f), out)
         }
         ["accepts", file] => {
-            let bytes =
-                std::fs::read(file).map_err(|e| file_error(format!("cannot read {file}: {e}")))?;
-            let saw = vgpu_migration::Profile::from_bytes(&bytes).map_err(|e| {
-                ErrorReply::new(
-                    ErrorCode::BadProfile,
-                    format!("{file} is not a device profile: {e}"),
-                )
+            let f = File::open(file).map_err(|e| file_error(format!("cannot read {file}: {e}")))?;
+            // Any worker can answer for the device; the standby always is.
+            let worker = supervisor.all().pop().ok_or_else(|| {
+                ErrorReply::new(ErrorCode::NoDevice, "no worker has the device open")
             })?;
-            let offered = registry
-                .executors()
-                .iter()
-                .find(|e| e.serves(0x1001))
-                .map(|e| e.capacity())
-                .ok_or_else(|| {
-                    ErrorReply::new(ErrorCode::NoDevice, "this backend serves no OpenCL device")
-                })?;
-            vgpu_migration::check(&saw, &offered)
-                .map_err(|e| ErrorReply::new(ErrorCode::Incompatible, error_chain(&e)))?;
-            Ok(to_line(&CompatibleReply { compatible: true }))
+            relay(&worker, &["accepts", file], Some(&f), out)
         }
-        ["pause", rest @ ..] => {
-            registry.vm(vm_id(rest.first())?)?.1.pause();
-            Ok(to_line(&PausedReply { paused: true }))
-        }
-        ["resume", rest @ ..] => {
-            registry.vm(vm_id(rest.first())?)?.1.resume();
-            Ok(to_line(&PausedReply { paused: false }))
-        }
+        ["pause", rest @ ..] => relay(&*one(supervisor, rest.first())?, &["pause"], None, out),
+        ["resume", rest @ ..] => relay(&*one(supervisor, rest.first())?, &["resume"], None, out),
         _ => Err(ErrorReply::new(
             ErrorCode::UnknownCommand,
             format!("unknown command {:?}", words.join(" ")),
@@ -245,89 +187,78 @@ fn run(
     }
 }
 
-/// The `status` reply.
-pub fn status(registry: &Registry) -> StatusReply {
-    let mut totals = vec![0u64; vgpu_protocol::ObjectKind::ALL.len()];
-    let mut sessions = 0;
-    let vms = registry
-        .live()
-        .iter()
-        .map(|(id, vgpu)| {
-            let stats = vgpu.stats();
-            sessions += stats.sessions;
-            for (t, n) in totals.iter_mut().zip(&stats.objects) {
-                *t += n;
-            }
-            VmStatus {
-                id: *id,
-                sessions: stats.sessions,
-                paused: stats.paused,
-                objects: ObjectCounts::from_indexed(&stats.objects),
-                memory_used_bytes: vgpu.quota().memory_used(),
-                memory_limit_bytes: vgpu.quota().limits.memory_bytes,
-            }
-        })
-        .collect();
-    let devices: Vec<String> = registry.executors().iter().map(|e| e.describe()).collect();
-    StatusReply {
-        device: devices.join("; "),
-        devices,
-        vms,
-        sessions,
-        objects: ObjectCounts::from_indexed(&totals),
-    }
+/// Runs a command in a worker, passing its progress lines on.
+fn relay(
+    worker: &WorkerLink,
+    words: &[&str],
+    file: Option<&File>,
+    out: &Out,
+) -> Result<String, ErrorReply> {
+    worker.request(words, file, &mut |line| {
+        let _ = writeln!(out.lock().unwrap_or_else(|e| e.into_inner()), "{line}");
+    })
 }
 
-/// The `metrics` reply: every live VM's counters and every device's.
-pub fn metrics(registry: &Registry) -> MetricsReply {
-    use std::sync::atomic::Ordering::Relaxed;
-    let live = registry.live();
-    let vms: Vec<VmFigures> = live
-        .iter()
-        .map(|(id, vgpu)| {
-            let stats = vgpu.stats();
-            let m = vgpu.metrics();
-            VmFigures {
-                id: *id,
-                sessions: stats.sessions,
-                paused: stats.paused,
-                calls: m.calls.calls.load(Relaxed),
-                errors: m.calls.errors.load(Relaxed),
-                kernels_launched: m.calls.kernels.load(Relaxed),
-                bytes_from_guest: m.calls.bytes_from_guest.load(Relaxed),
-                bytes_to_guest: m.calls.bytes_to_guest.load(Relaxed),
-                memory_used_bytes: vgpu.quota().memory_used(),
-                memory_limit_bytes: vgpu.quota().limits.memory_bytes,
-                objects: ObjectCounts::from_indexed(&stats.objects),
-                checkpoints: m.checkpoints.figures(),
-                restores: m.restores.figures(),
-                migrations_out: m.migrations_out.figures(),
-                migrations_in: m.migrations_in.figures(),
-                rehomes: m.rehomes.figures(),
-            }
-        })
-        .collect();
-    let memory_used = vms.iter().map(|v| v.memory_used_bytes).sum();
-    // One device per API: the first executor that serves a call of it.
-    let probes = [0x1001, vgpu_protocol::opcode::CuLaunchKernel];
-    let executors = registry.executors();
-    let devices = crate::metrics::APIS
-        .iter()
-        .zip(probes)
-        .zip(&crate::metrics::DEVICES)
-        .filter_map(|((api, probe), c)| {
-            let executor = executors.iter().find(|e| e.serves(probe))?;
-            Some(DeviceFigures {
-                api: api.to_string(),
-                device: executor.describe(),
-                calls: c.calls.load(Relaxed),
-                errors: c.errors.load(Relaxed),
-                kernels_launched: c.kernels.load(Relaxed),
-                bytes_from_guest: c.bytes_from_guest.load(Relaxed),
-                bytes_to_guest: c.bytes_to_guest.load(Relaxed),
-                memory_used_bytes: memory_used,
-            })
-        })
-        .collect();
-    MetricsReply { vms, devices }
+/// Re-homes every worker at once (each moves its own VM) and makes later
+/// workers open the new device.
+fn rehome(supervisor: &Supervisor, spec: &str, out: &Out) -> Result<String, ErrorReply> {
+    let workers = supervisor.rehome_later_workers(spec);
+    let results: Vec<_> = std::thread::scope(|scope| {
+        let running: Vec<_> = workers
+            .iter()
+            .map(|w| scope.spawn(move || relay(w, &["rehome", spec], None, out)))
+            .collect();
+        running.into_iter().map(|r| r.join()).collect()
+    });
+    let mut rehomed = Vec::new();
+    let mut failures = Vec::new();
+    for (worker, result) in workers.iter().zip(results) {
+        let reply = result
+            .unwrap_or_else(|_| Err(ErrorReply::new(ErrorCode::RehomeFailed, "relay panicked")))
+            .and_then(|line| {
+                serde_json::from_str::<RehomedReply>(&line)
+                    .map_err(|e| ErrorReply::new(ErrorCode::RehomeFailed, e.to_string()))
+            });
+        match reply {
+            Ok(reply) => rehomed.extend(reply.rehomed),
+            Err(e) => failures.push(format!("worker {}: {}", worker.pid, e.message)),
+        }
+    }
+    if !failures.is_empty() {
+        return Err(ErrorReply::new(
+            ErrorCode::RehomeFailed,
+            failures.join("; "),
+        ));
+    }
+    // What later workers will serve, as the newest one (the standby)
+    // describes it.
+    if let Some(newest) = supervisor.all().pop() {
+        let status = newest.request(&["status"], None, &mut |_| {});
+        if let Ok(Ok(reply)) = status.map(|l| serde_json::from_str::<StatusReply>(&l)) {
+            supervisor.set_devices(reply.devices);
+        }
+    }
+    log::info!("re-homed {} vGPU(s) to {spec}", rehomed.len());
+    Ok(to_line(&RehomedReply { rehomed }))
+}
+
+/// The worker of the VM named, or of the only one.
+fn one(supervisor: &Supervisor, word: Option<&&str>) -> Result<Arc<WorkerLink>, ErrorReply> {
+    let id = vm_id(word)?;
+    let mut serving = supervisor.serving(id);
+    match (id, serving.len()) {
+        (_, 1) => Ok(serving.remove(0)),
+        (Some(id), _) => Err(ErrorReply::new(
+            ErrorCode::NoVm,
+            format!("no front-end {id} is connected"),
+        )),
+        (None, 0) => Err(ErrorReply::new(
+            ErrorCode::NoVm,
+            "no front-end is connected",
+        )),
+        (None, n) => Err(ErrorReply::new(
+            ErrorCode::AmbiguousVm,
+            format!("{n} front-ends are connected: name one with --vm ID"),
+        )),
+    }
 }

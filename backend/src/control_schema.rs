@@ -33,6 +33,19 @@ impl ObjectCounts {
         }
     }
 
+    /// The counts of both.
+    pub fn add(&self, other: &ObjectCounts) -> ObjectCounts {
+        ObjectCounts {
+            contexts: self.contexts + other.contexts,
+            queues: self.queues + other.queues,
+            buffers: self.buffers + other.buffers,
+            programs: self.programs + other.programs,
+            kernels: self.kernels + other.kernels,
+            events: self.events + other.events,
+            samplers: self.samplers + other.samplers,
+        }
+    }
+
     pub fn total(&self) -> u64 {
         self.contexts
             + self.queues
@@ -61,6 +74,9 @@ impl ObjectCounts {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VmStatus {
     pub id: u64,
+    /// The worker process that serves it (0 from a backend before workers).
+    #[serde(default)]
+    pub worker_pid: u32,
     pub sessions: usize,
     pub paused: bool,
     pub objects: ObjectCounts,
@@ -221,6 +237,8 @@ pub enum ErrorCode {
     CheckpointFailed,
     RestoreFailed,
     RehomeFailed,
+    /// The worker process serving the VM ended during the command.
+    WorkerGone,
 }
 
 impl ErrorCode {
@@ -237,6 +255,7 @@ impl ErrorCode {
             ErrorCode::CheckpointFailed => "checkpoint_failed",
             ErrorCode::RestoreFailed => "restore_failed",
             ErrorCode::RehomeFailed => "rehome_failed",
+            ErrorCode::WorkerGone => "worker_gone",
         }
     }
 }
@@ -312,6 +331,7 @@ mod tests {
             ErrorCode::CheckpointFailed,
             ErrorCode::RestoreFailed,
             ErrorCode::RehomeFailed,
+            ErrorCode::WorkerGone,
         ] {
             assert_eq!(
                 serde_json::to_string(&code).unwrap(),

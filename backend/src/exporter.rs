@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::server::Registry;
+use crate::supervisor::Supervisor;
 
 /// Where to serve the metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,7 +56,7 @@ pub fn bind(endpoint: &Endpoint) -> std::io::Result<Bound> {
 
 impl Bound {
     /// Serves on a thread of its own until the process ends.
-    pub fn serve(self, registry: Arc<Registry>) -> std::io::Result<()> {
+    pub fn serve(self, registry: Arc<Supervisor>) -> std::io::Result<()> {
         std::thread::Builder::new()
             .name("metrics".into())
             .spawn(move || match self {
@@ -108,7 +108,7 @@ pub fn respond(line: &str, body: impl FnOnce() -> String) -> (&'static str, Stri
     }
 }
 
-fn answer(mut stream: impl Read + Write, registry: &Registry) {
+fn answer(mut stream: impl Read + Write, registry: &Supervisor) {
     let mut head = Vec::new();
     let mut buf = [0u8; 1024];
     let line = loop {
@@ -124,7 +124,7 @@ fn answer(mut stream: impl Read + Write, registry: &Registry) {
         }
     };
     let (status, body) = respond(&line, || {
-        crate::metrics::prometheus(&crate::control::metrics(registry))
+        crate::metrics::prometheus(&crate::supervisor::metrics(registry))
     });
     let _ = write!(
         stream,

@@ -2,6 +2,7 @@
 //! this host's device, each VM's objects under the guest's own handles.
 
 pub mod chain;
+pub mod channel;
 pub mod config;
 pub mod control;
 pub mod control_schema;
@@ -19,4 +20,6 @@ pub mod sandbox;
 pub mod server;
 pub mod session;
 pub mod snapshot;
+pub mod supervisor;
 pub mod vgpu;
+pub mod worker;

@@ -47,7 +47,11 @@ fn main() -> ExitCode {
         .parse_env("RUST_LOG")
         .format_timestamp_micros()
         .init();
-    match server::run(config) {
+    let result = match config.worker.clone() {
+        Some(role) => vgpu_backend::worker::run(config, role),
+        None => vgpu_backend::supervisor::run(config),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("vgpu-backend: {}", server::error_chain(&e));

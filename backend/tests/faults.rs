@@ -155,9 +155,11 @@ fn wait_status(
     }
 }
 
-/// The daemon's process id, found by its socket on its command line.
-fn backend_pid(backend: &Backend) -> u32 {
+/// The daemon's processes (the supervisor and its workers, one per
+/// front-end), found by the socket on their command lines.
+fn backend_pids(backend: &Backend) -> Vec<u32> {
     let socket = backend.socket.to_string_lossy().into_owned();
+    let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").expect("read /proc").flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
@@ -166,29 +168,35 @@ fn backend_pid(backend: &Backend) -> u32 {
         let words: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
         let is_backend = words.first().is_some_and(|w| w.ends_with(b"vgpu-backend"));
         if is_backend && words.contains(&socket.as_bytes()) {
-            return pid;
+            pids.push(pid);
         }
     }
-    panic!("no vgpu-backend process serves {socket}");
+    assert!(!pids.is_empty(), "no vgpu-backend process serves {socket}");
+    pids
 }
 
-/// Names of the daemon's threads.
-fn thread_names(pid: u32) -> Vec<String> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
-    };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
-        .map(|name| name.trim().to_string())
+/// The names of every thread of the daemon's processes.
+fn thread_names(backend: &Backend) -> Vec<String> {
+    backend_pids(backend)
+        .into_iter()
+        .flat_map(|pid| {
+            let tasks = std::fs::read_dir(format!("/proc/{pid}/task"));
+            tasks
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                .map(|name| name.trim().to_string())
+                .collect::<Vec<_>>()
+        })
         .collect()
 }
 
 /// Waits until no thread of the daemon serves the child's session.
-fn wait_child_thread_gone(pid: u32) -> bool {
+fn wait_child_thread_gone(backend: &Backend) -> bool {
     let deadline = Instant::now() + NOTICE;
     while Instant::now() < deadline {
-        if !thread_names(pid).iter().any(|n| n == CHILD_THREAD) {
+        if !thread_names(backend).iter().any(|n| n == CHILD_THREAD) {
             return true;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -377,7 +385,6 @@ fn child_front_end() {
 fn guest_process_killed_mid_call_frees_its_session() {
     let mut backend = Backend::start();
     let mut bystander = Bystander::new(&backend);
-    let pid = backend_pid(&backend);
     let mut child = spawn_child("busy", &backend.socket);
     let status = backend.status();
     assert_eq!(status_number(&status, "sessions"), 2, "{status}");
@@ -389,9 +396,9 @@ fn guest_process_killed_mid_call_frees_its_session() {
     assert_eq!(front_ends(&status), 1, "the dead front-end stays: {status}");
     assert_eq!(status_number(&status, "sessions"), 1, "{status}");
     assert!(
-        wait_child_thread_gone(pid),
+        wait_child_thread_gone(&backend),
         "the killed process's session thread still runs: {:?}",
-        thread_names(pid)
+        thread_names(&backend)
     );
     assert!(backend.is_running());
     bystander.assert_intact();
@@ -406,7 +413,6 @@ fn guest_process_killed_mid_call_frees_its_session() {
 fn guest_blocked_on_an_unset_user_event_is_freed_when_killed() {
     let mut backend = Backend::start();
     let mut bystander = Bystander::new(&backend);
-    let pid = backend_pid(&backend);
     let mut child = spawn_child("blocked", &backend.socket);
     // The child is now inside clWaitForEvents on the backend's side.
     std::thread::sleep(Duration::from_millis(500));
@@ -415,18 +421,18 @@ fn guest_blocked_on_an_unset_user_event_is_freed_when_killed() {
         "the wait returned by itself"
     );
     assert!(
-        thread_names(pid).iter().any(|n| n == CHILD_THREAD),
+        thread_names(&backend).iter().any(|n| n == CHILD_THREAD),
         "no session thread for the child: {:?}",
-        thread_names(pid)
+        thread_names(&backend)
     );
     kill(&mut child);
     let status = wait_status(&backend, NOTICE, |s| front_ends(s) == 1);
     assert_eq!(front_ends(&status), 1, "{status}");
     assert_eq!(status_number(&status, "sessions"), 1, "{status}");
     assert!(
-        wait_child_thread_gone(pid),
+        wait_child_thread_gone(&backend),
         "the session blocked in clWaitForEvents never ended: {:?}",
-        thread_names(pid)
+        thread_names(&backend)
     );
     assert!(backend.is_running());
     bystander.assert_intact();

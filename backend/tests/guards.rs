@@ -184,10 +184,21 @@ fn batch_of(raw: &mut RawFrontend, session: u64, requests: &[Request]) -> Vec<u8
     builder.finish(session, REPLY_LEN)
 }
 
-/// The daemon's peak resident memory (`VmHWM`), in bytes.
+/// The daemon's peak resident memory (`VmHWM`), in bytes: the supervisor's
+/// and each connected front-end's worker's, added up.
 fn peak_rss(backend: &Backend) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", backend.pid()))
-        .expect("read /proc/PID/status");
+    let status = backend.status();
+    let workers = status["vms"].as_array().expect("vms").iter();
+    let pids = workers.map(|vm| vm["worker_pid"].as_u64().expect("worker_pid") as u32);
+    std::iter::once(backend.pid())
+        .chain(pids)
+        .map(peak_rss_of)
+        .sum()
+}
+
+fn peak_rss_of(pid: u32) -> u64 {
+    let status =
+        std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc/PID/status");
     let line = status
         .lines()
         .find(|l| l.starts_with("VmHWM:"))

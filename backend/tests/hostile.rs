@@ -751,6 +751,17 @@ fn the_daemon_runs_confined() {
         ),
         Status::SUCCESS
     );
+    // The front-end's own worker process is confined the same way.
+    let status = backend.status();
+    let worker = status["vms"][0]["worker_pid"].as_u64().expect("worker_pid");
+    assert_ne!(worker, pid as u64, "served by the supervisor itself");
+    let worker_status = std::fs::read_to_string(format!("/proc/{worker}/status")).unwrap();
+    assert!(worker_status.contains("NoNewPrivs:\t1"), "{worker_status}");
+    assert!(worker_status.contains("Seccomp:\t2"), "{worker_status}");
+    let its_net = std::fs::read_link(format!("/proc/{worker}/ns/net")).unwrap();
+    if unsafe_is_root() {
+        assert_ne!(ours, its_net, "the worker left the host's network");
+    }
 }
 
 fn unsafe_is_root() -> bool {

@@ -43,4 +43,16 @@ __global__ void use_globals(float *out, int n) {
 
 __global__ void empty(void) {}
 
+/* cross_vm.c: one program's kernel reads at its own buffer plus an offset
+ * given as two words (so no parameter looks like a foreign pointer). */
+__global__ void peek(unsigned *out, const unsigned *base, unsigned lo, unsigned hi) {
+    const char *at = (const char *)base + (((unsigned long long)hi << 32) | lo);
+    for (int i = 0; i < 16; i++) out[i] = ((const unsigned *)at)[i];
+}
+
+__global__ void bump(unsigned *x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] += 1;
+}
+
 }

@@ -24,14 +24,14 @@ cp "$here"/*.c "$here"/*.h "$here"/kernels.cu .
 nvcc -ptx -arch=sm_90 kernels.cu -o kernels.ptx &&
 nvcc -fatbin -gencode arch=compute_90,code='[sm_90,compute_90]' kernels.cu -o kernels.fatbin &&
 nvcc -cubin -arch=sm_90 kernels.cu -o kernels.cubin || { echo "FAIL: nvcc kernels"; exit 1; }
-for p in vecadd matmul streams globals bench isolation; do
+for p in vecadd matmul streams globals bench isolation cross_vm; do
     nvcc -O2 -o $p $p.c -lcuda || { echo "FAIL: nvcc $p"; exit 1; }
 done
 
 mkdir -p lib
 ln -sf "$bin/libvgpu_cuda.so" lib/libcuda.so.1
 ln -sf "$bin/libvgpu_cuda.so" lib/libcuda.so
-for p in vecadd matmul streams globals bench isolation; do
+for p in vecadd matmul streams globals bench isolation cross_vm; do
     missing=$(comm -23 <(nm -D --undefined-only $p | awk '{print $2}' | grep '^cu' | sort -u) \
                        <(nm -D --defined-only "$bin/libvgpu_cuda.so" | awk '{print $3}' | sort -u))
     [ -n "$missing" ] && echo "$p needs symbols the library lacks: $missing"
@@ -66,6 +66,22 @@ compare globals-fatbin ./globals kernels.fatbin
 compare globals-cubin ./globals kernels.cubin
 [ -x "$bin/cudarc-check" ] && compare cudarc "$bin/cudarc-check" kernels.ptx
 if vgpu ./isolation kernels.ptx; then echo "PASS isolation"; pass=$((pass + 1)); else echo "FAIL isolation"; fail=$((fail + 1)); fi
+# Two programs at once: one holds a secret, the other's kernel reads at its
+# address (natively: two processes; through vgpu: two front-ends, each with
+# its own worker process). Neither may see the other's memory.
+cross_vm() {  # label, prefix...
+    local label=$1; shift
+    rm -f xa xa.done
+    "$@" timeout 120 ./cross_vm hold xa kernels.ptx >hold.out 2>&1 & local holder=$!
+    "$@" timeout 120 ./cross_vm peek xa kernels.ptx >peek.out 2>&1; local rp=$?
+    touch xa.done; wait $holder; local rh=$?
+    sed "s/^/  cross_vm $label: /" hold.out peek.out
+    if [ $rp -eq 0 ] && [ $rh -eq 0 ]; then echo "PASS cross_vm $label"; pass=$((pass + 1))
+    else echo "FAIL cross_vm $label (peek rc=$rp, hold rc=$rh)"; fail=$((fail + 1)); fi
+}
+cross_vm native env
+cross_vm vgpu vgpu
+grep -E "worker .* (died|ended)" "$out/backend.log" | sed 's/^/  backend: /'
 echo "$pass passed, $fail failed"
 
 echo "== native"; ./bench kernels.ptx | tee "$out/bench-native.txt"

@@ -1,0 +1,170 @@
+//! One worker process as the supervisor sees it: started by fork+exec of
+//! this same binary, its channel, and the control requests relayed to it.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+
+use crate::channel::{Channel, SupervisorRequest, WorkerEvent};
+use crate::control_schema::{ErrorCode, ErrorReply, Line};
+
+/// What a new worker is told.
+pub struct Spawn<'a> {
+    /// The supervisor's own arguments, passed on unchanged: the worker
+    /// reads the same configuration.
+    pub args: &'a [OsString],
+    pub listener: RawFd,
+    pub vm_id: u64,
+    pub restore: bool,
+    /// The OpenCL device after a re-home, instead of --device's.
+    pub device: Option<&'a str>,
+}
+
+pub struct WorkerLink {
+    pub vm_id: u64,
+    pub pid: u32,
+    channel: Channel,
+    child: Mutex<Child>,
+}
+
+impl WorkerLink {
+    pub fn spawn(spawn: &Spawn) -> std::io::Result<WorkerLink> {
+        let (ours, theirs) = Channel::pair()?;
+        let inherited = [theirs.fd(), spawn.listener];
+        let supervisor = std::process::id() as libc::pid_t;
+        // The running binary itself, even if upgraded on disk since.
+        let mut command = Command::new("/proc/self/exe");
+        command
+            .arg0(
+                std::env::args_os()
+                    .next()
+                    .unwrap_or_else(|| "vgpu-backend".into()),
+            )
+            .args(spawn.args)
+            .arg("--worker")
+            .arg(format!(
+                "{},{},{}",
+                theirs.fd(),
+                spawn.listener,
+                spawn.vm_id
+            ))
+            .stdin(Stdio::null());
+        if spawn.restore {
+            command.arg("--worker-restore");
+        }
+        if let Some(device) = spawn.device {
+            command.arg("--worker-device").arg(device);
+        }
+        // SAFETY: between fork and exec the closure only makes
+        // async-signal-safe calls (fcntl, prctl, getppid) on descriptors
+        // this process owns.
+        unsafe {
+            command.pre_exec(move || {
+                for fd in inherited {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                // A worker must not outlive the supervisor that accounts
+                // for it; the check closes the race with a supervisor that
+                // died before the prctl.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0
+                    || libc::getppid() != supervisor
+                {
+                    return Err(std::io::Error::other("the supervisor is gone"));
+                }
+                Ok(())
+            });
+        }
+        let child = command.spawn()?;
+        drop(theirs);
+        Ok(WorkerLink {
+            vm_id: spawn.vm_id,
+            pid: child.id(),
+            channel: ours,
+            child: Mutex::new(child),
+        })
+    }
+
+    /// The worker's next event; `None` once it has closed its end (it
+    /// exited, or is about to).
+    pub fn next_event(&self) -> Option<WorkerEvent> {
+        match self.channel.recv::<WorkerEvent>() {
+            Ok(Some((event, _))) => Some(event),
+            Ok(None) => None,
+            Err(e) => {
+                log::warn!("worker {}: {e}", self.pid);
+                None
+            }
+        }
+    }
+
+    pub fn signal(&self, signal: libc::c_int) {
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        if let Ok(None) = child.try_wait() {
+            // SAFETY: signalling our own child, not yet reaped, so its pid
+            // cannot have been reused.
+            unsafe { libc::kill(self.pid as libc::pid_t, signal) };
+        }
+    }
+
+    /// Waits for the worker to end and says how it ended.
+    pub fn reap(&self) -> String {
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        match child.wait() {
+            Ok(status) => status.to_string(),
+            Err(e) => format!("unknown ({e})"),
+        }
+    }
+
+    /// Whether the worker has ended, without waiting.
+    pub fn has_ended(&self) -> bool {
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        !matches!(child.try_wait(), Ok(None))
+    }
+
+    /// Runs one control command in the worker (with the file it names,
+    /// open) and returns its reply line; progress lines go to `progress`
+    /// as they come.
+    pub fn request(
+        &self,
+        words: &[&str],
+        file: Option<&File>,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<String, ErrorReply> {
+        let gone = |why: String| {
+            ErrorReply::new(
+                ErrorCode::WorkerGone,
+                format!(
+                    "the worker of front-end {} (pid {}) did not answer: {why}",
+                    self.vm_id, self.pid
+                ),
+            )
+        };
+        let (mut ours, theirs) = UnixStream::pair().map_err(|e| gone(e.to_string()))?;
+        let mut fds: Vec<RawFd> = vec![theirs.as_raw_fd()];
+        fds.extend(file.map(|f| f.as_raw_fd()));
+        self.channel
+            .send(&SupervisorRequest::Control, &fds)
+            .map_err(|e| gone(e.to_string()))?;
+        drop(OwnedFd::from(theirs));
+        let request = serde_json::to_string(words).expect("strings serialize");
+        writeln!(ours, "{request}").map_err(|e| gone(e.to_string()))?;
+        let mut last = None;
+        for line in BufReader::new(ours).lines() {
+            let line = line.map_err(|e| gone(e.to_string()))?;
+            match Line::parse(&line) {
+                Ok(Line::Progress { .. }) => progress(&line),
+                Ok(Line::Error { error }) => return Err(error),
+                Ok(Line::Reply(_)) => last = Some(line),
+                Err(e) => return Err(gone(format!("malformed reply ({e})"))),
+            }
+        }
+        last.ok_or_else(|| gone("it ended before replying".into()))
+    }
+}

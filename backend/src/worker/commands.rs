@@ -1,0 +1,270 @@
+//! The control commands as a worker runs them on its own VM. The
+//! supervisor parsed the command line, resolved the VM and opened any file
+//! it names; here a command gets that file open, never a path (the worker
+//! may not be allowed to open it).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::control_schema::{
+    CompatibleReply, DeviceFigures, ErrorCode, ErrorReply, Line, MetricsReply, ObjectCounts,
+    PausedReply, Progress, RehomedReply, ReportReply, StatusReply, VmFigures, VmStatus,
+    WrittenReply,
+};
+use crate::server::error_chain;
+use crate::worker::registry::Registry;
+
+/// One line of JSON (serde_json escapes every newline inside strings).
+pub fn to_line(value: &impl Serialize) -> String {
+    serde_json::to_string(value).expect("control replies have string keys only")
+}
+
+fn bad(message: impl Into<String>) -> ErrorReply {
+    ErrorReply::new(ErrorCode::BadArgument, message)
+}
+
+fn needs_file(command: &str) -> ErrorReply {
+    bad(format!("{command}: the supervisor passed no file"))
+}
+
+/// Runs one command; progress lines go to `out` as they come.
+pub fn run(
+    words: &[&str],
+    file: Option<File>,
+    registry: &Registry,
+    out: &Arc<Mutex<UnixStream>>,
+) -> Result<String, ErrorReply> {
+    match words {
+        ["status"] => Ok(to_line(&status(registry))),
+        ["metrics"] => Ok(to_line(&metrics(registry))),
+        ["checkpoint", then] => {
+            checkpoint(registry, file.ok_or(needs_file("checkpoint"))?, then, out)
+        }
+        ["restore"] => {
+            let vgpu = registry.vm()?;
+            let file = file.ok_or(needs_file("restore"))?;
+            let started = Instant::now();
+            vgpu.pause();
+            let result = crate::snapshot::restore(
+                &vgpu,
+                std::io::BufReader::new(file),
+                crate::snapshot::Continuity::Unchecked,
+            );
+            vgpu.resume();
+            let report = result.map_err(|e| {
+                ErrorReply::new(
+                    ErrorCode::RestoreFailed,
+                    format!(
+                        "restore into front-end {} failed: {}",
+                        registry.id,
+                        error_chain(&e)
+                    ),
+                )
+            })?;
+            vgpu.metrics().restores.note(started.elapsed());
+            Ok(to_line(&ReportReply::from(&report)))
+        }
+        ["rehome", spec] => {
+            let selector = crate::config::parse_device(spec).map_err(|e| bad(e.to_string()))?;
+            let reports = registry
+                .rehome(&selector)
+                .map_err(|e| ErrorReply::new(ErrorCode::RehomeFailed, e))?;
+            Ok(to_line(&RehomedReply {
+                rehomed: reports.iter().map(ReportReply::from).collect(),
+            }))
+        }
+        ["profile"] => {
+            let vgpu = registry.vm()?;
+            let mut file = file.ok_or(needs_file("profile"))?;
+            file.write_all(&vgpu.profile_seen().to_bytes())
+                .and_then(|()| file.sync_all())
+                .map_err(|e| ErrorReply::new(ErrorCode::File, format!("cannot write: {e}")))?;
+            Ok(to_line(&WrittenReply { written: true }))
+        }
+        ["accepts", name] => {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut file.ok_or(needs_file("accepts"))?, &mut bytes)
+                .map_err(|e| {
+                    ErrorReply::new(ErrorCode::File, format!("cannot read {name}: {e}"))
+                })?;
+            let saw = vgpu_migration::Profile::from_bytes(&bytes).map_err(|e| {
+                ErrorReply::new(
+                    ErrorCode::BadProfile,
+                    format!("{name} is not a device profile: {e}"),
+                )
+            })?;
+            let offered = registry
+                .executors()
+                .iter()
+                .find(|e| e.serves(0x1001))
+                .map(|e| e.capacity())
+                .ok_or_else(|| {
+                    ErrorReply::new(ErrorCode::NoDevice, "this backend serves no OpenCL device")
+                })?;
+            vgpu_migration::check(&saw, &offered)
+                .map_err(|e| ErrorReply::new(ErrorCode::Incompatible, error_chain(&e)))?;
+            Ok(to_line(&CompatibleReply { compatible: true }))
+        }
+        ["pause"] => {
+            registry.vm()?.pause();
+            Ok(to_line(&PausedReply { paused: true }))
+        }
+        ["resume"] => {
+            registry.vm()?.resume();
+            Ok(to_line(&PausedReply { paused: false }))
+        }
+        _ => Err(ErrorReply::new(
+            ErrorCode::UnknownCommand,
+            format!("unknown worker command {:?}", words.join(" ")),
+        )),
+    }
+}
+
+fn checkpoint(
+    registry: &Registry,
+    file: File,
+    then: &str,
+    out: &Arc<Mutex<UnixStream>>,
+) -> Result<String, ErrorReply> {
+    let vgpu = registry.vm()?;
+    let id = registry.id;
+    let started = Instant::now();
+    let progress_out = out.clone();
+    let progress = move |p: &vgpu_migration::Progress| {
+        let rate = p.stream_bytes as f64 / started.elapsed().as_secs_f64().max(1e-9) / 1e6;
+        let line = Line::Progress {
+            progress: Progress {
+                bytes: p.stream_bytes,
+                buffer_bytes: p.buffer_bytes,
+                buffer_total: p.buffer_total,
+                rate_mb_s: (rate * 10.0).round() / 10.0,
+            },
+        };
+        let _ = writeln!(
+            progress_out.lock().unwrap_or_else(|e| e.into_inner()),
+            "{}",
+            to_line(&line)
+        );
+    };
+    if then != "resume" {
+        vgpu.pause();
+    }
+    let writer = BufWriter::with_capacity(1 << 20, file);
+    let result = crate::snapshot::save(&vgpu, writer, Some(Box::new(progress)))
+        .map_err(|e| error_chain(&e))
+        .and_then(|(writer, report)| {
+            let file = writer.into_inner().map_err(|e| e.error().to_string())?;
+            file.sync_all().map_err(|e| e.to_string())?;
+            Ok(report)
+        });
+    match result {
+        Ok(report) => {
+            vgpu.metrics().checkpoints.note(started.elapsed());
+            log::info!("checkpoint of front-end {id} written");
+            Ok(to_line(&ReportReply::from(&report)))
+        }
+        Err(e) => {
+            if then != "resume" {
+                vgpu.resume();
+            }
+            Err(ErrorReply::new(
+                ErrorCode::CheckpointFailed,
+                format!("checkpoint of front-end {id} failed: {e}"),
+            ))
+        }
+    }
+}
+
+/// The `status` reply: this worker's VM, if one is connected.
+pub fn status(registry: &Registry) -> StatusReply {
+    let vms: Vec<VmStatus> = registry
+        .live()
+        .iter()
+        .map(|vgpu| {
+            let stats = vgpu.stats();
+            VmStatus {
+                id: registry.id,
+                worker_pid: std::process::id(),
+                sessions: stats.sessions,
+                paused: stats.paused,
+                objects: ObjectCounts::from_indexed(&stats.objects),
+                memory_used_bytes: vgpu.quota().memory_used(),
+                memory_limit_bytes: vgpu.quota().limits.memory_bytes,
+            }
+        })
+        .collect();
+    let devices: Vec<String> = registry.executors().iter().map(|e| e.describe()).collect();
+    StatusReply {
+        device: devices.join("; "),
+        devices,
+        sessions: vms.iter().map(|v| v.sessions).sum(),
+        objects: vms.first().map(|v| v.objects.clone()).unwrap_or_default(),
+        vms,
+    }
+}
+
+/// The `metrics` reply: this worker's VM and the device counters of its
+/// life.
+pub fn metrics(registry: &Registry) -> MetricsReply {
+    let vms: Vec<VmFigures> = registry
+        .live()
+        .iter()
+        .map(|vgpu| {
+            let stats = vgpu.stats();
+            let m = vgpu.metrics();
+            VmFigures {
+                id: registry.id,
+                sessions: stats.sessions,
+                paused: stats.paused,
+                calls: m.calls.calls.load(Relaxed),
+                errors: m.calls.errors.load(Relaxed),
+                kernels_launched: m.calls.kernels.load(Relaxed),
+                bytes_from_guest: m.calls.bytes_from_guest.load(Relaxed),
+                bytes_to_guest: m.calls.bytes_to_guest.load(Relaxed),
+                memory_used_bytes: vgpu.quota().memory_used(),
+                memory_limit_bytes: vgpu.quota().limits.memory_bytes,
+                objects: ObjectCounts::from_indexed(&stats.objects),
+                checkpoints: m.checkpoints.figures(),
+                restores: m.restores.figures(),
+                migrations_out: m.migrations_out.figures(),
+                migrations_in: m.migrations_in.figures(),
+                rehomes: m.rehomes.figures(),
+            }
+        })
+        .collect();
+    MetricsReply {
+        devices: device_figures(registry, vms.iter().map(|v| v.memory_used_bytes).sum()),
+        vms,
+    }
+}
+
+/// This worker's per-device counters, one device per API: the first
+/// executor that serves a call of it.
+pub fn device_figures(registry: &Registry, memory_used: u64) -> Vec<DeviceFigures> {
+    let probes = [0x1001, vgpu_protocol::opcode::CuLaunchKernel];
+    let executors = registry.executors();
+    crate::metrics::APIS
+        .iter()
+        .zip(probes)
+        .zip(&crate::metrics::DEVICES)
+        .filter_map(|((api, probe), c)| {
+            let executor = executors.iter().find(|e| e.serves(probe))?;
+            Some(DeviceFigures {
+                api: api.to_string(),
+                device: executor.describe(),
+                calls: c.calls.load(Relaxed),
+                errors: c.errors.load(Relaxed),
+                kernels_launched: c.kernels.load(Relaxed),
+                bytes_from_guest: c.bytes_from_guest.load(Relaxed),
+                bytes_to_guest: c.bytes_to_guest.load(Relaxed),
+                memory_used_bytes: memory_used,
+            })
+        })
+        .collect()
+}
