@@ -131,6 +131,15 @@ pub struct Args {
     #[arg(long, value_name = "ENDPOINT", value_parser = crate::exporter::parse_endpoint)]
     pub metrics: Vec<crate::exporter::Endpoint>,
 
+    /// How long, in microseconds, a VM's vring thread keeps looking for the
+    /// guest's next request after the last one before it sleeps until the
+    /// guest kicks (adaptive polling: a busy guest then needs no kick and
+    /// no wake-up per call; at most one polling thread per VM, and none
+    /// while a call runs on a session thread). 0: always sleep.
+    #[arg(long, value_name = "MICROSECONDS", default_value_t = 50,
+          value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub poll_us: u64,
+
     /// Internal: run as the worker the supervisor started, on the channel
     /// and listening descriptors given, for the VM id given.
     #[arg(long, hide = true, value_name = "CHANNEL,LISTENER,VM")]
@@ -184,6 +193,8 @@ pub struct Config {
     pub metrics: Vec<crate::exporter::Endpoint>,
     /// Set in a worker process.
     pub worker: Option<crate::worker::WorkerRole>,
+    /// The vring thread's poll budget (`--poll-us`).
+    pub poll: std::time::Duration,
 }
 
 /// One device to serve.
@@ -313,6 +324,7 @@ impl TryFrom<Args> for Config {
             socket: args.socket.ok_or(ConfigError::NoSocket)?,
             devices,
             worker,
+            poll: std::time::Duration::from_micros(args.poll_us),
             log_level: parse_log_level(&args.log_level)?,
             control: args.control,
             queue_depth: args.queue_depth,

@@ -44,10 +44,13 @@ struct Inner {
     exit_notifier: EventNotifier,
     /// The device-state transfer of a migration in progress.
     transfer: crate::migrate::Transfer,
+    /// How long the vring thread keeps looking for the next request after
+    /// the last one before it sleeps on the kick (`--poll-us`).
+    poll: std::time::Duration,
 }
 
 impl VgpuDevice {
-    pub fn new(vgpu: Arc<Vgpu>) -> io::Result<VgpuDevice> {
+    pub fn new(vgpu: Arc<Vgpu>, poll: std::time::Duration) -> io::Result<VgpuDevice> {
         let (exit_consumer, exit_notifier) = new_event_consumer_and_notifier(EventFlag::NONBLOCK)?;
         Ok(VgpuDevice {
             inner: Arc::new(Inner {
@@ -57,6 +60,7 @@ impl VgpuDevice {
                 exit_consumer,
                 exit_notifier,
                 transfer: Default::default(),
+                poll,
             }),
         })
     }
@@ -88,13 +92,8 @@ impl VgpuDevice {
         };
         let mem: Arc<GuestRam> = atomic.memory().into_inner();
         loop {
-            if self
-                .inner
-                .event_idx
-                .load(std::sync::atomic::Ordering::Relaxed)
-            {
-                vring.disable_notification().map_err(io::Error::other)?;
-            }
+            // No kicks while this thread takes requests anyway.
+            vring.disable_notification().map_err(io::Error::other)?;
             if !self.avail_index_sane(vring, &mem) {
                 // A driver that moved the available index further than the
                 // ring holds has broken the queue: nothing is taken from it
@@ -126,12 +125,12 @@ impl VgpuDevice {
                     }
                 }
             }
-            if !self
-                .inner
-                .event_idx
-                .load(std::sync::atomic::Ordering::Relaxed)
-                || !vring.enable_notification().map_err(io::Error::other)?
-            {
+            if self.poll_for_more(vring, &mem) {
+                continue;
+            }
+            // Re-enabled, then looked at again: a request published in
+            // between would otherwise wait for a kick that never comes.
+            if !vring.enable_notification().map_err(io::Error::other)? {
                 break;
             }
         }
@@ -140,6 +139,40 @@ impl VgpuDevice {
 }
 
 impl VgpuDevice {
+    /// Adaptive polling: looks for a new request for up to the poll budget
+    /// after the last one, while the guest keeps its kicks to itself (a
+    /// kick and the wake-up it causes cost more than a short look). Only
+    /// while no session thread has work, so that on a small host the
+    /// looking never takes a core from a running call.
+    fn poll_for_more(
+        &self,
+        vring: &VringRwLock<GuestMemoryAtomic<GuestRam>>,
+        mem: &GuestRam,
+    ) -> bool {
+        if self.inner.poll.is_zero() {
+            return false;
+        }
+        let until = std::time::Instant::now() + self.inner.poll;
+        while std::time::Instant::now() < until {
+            if self.inner.vgpu.has_queued_jobs() {
+                return false;
+            }
+            let state = vring.get_ref();
+            let queue = state.get_queue();
+            match queue.avail_idx(mem, std::sync::atomic::Ordering::Acquire) {
+                Ok(avail) if avail.0 != queue.next_avail() => return true,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+            drop(state);
+            // Yielding, not spinning: where the guest's thread has to share
+            // this core (a loaded host), it runs at once instead of after
+            // the whole budget.
+            std::thread::yield_now();
+        }
+        false
+    }
+
     /// Whether the driver's available index is at most a ring's worth ahead.
     fn avail_index_sane(
         &self,

@@ -68,6 +68,11 @@ impl ExecSessions {
         total
     }
 
+    /// Whether any of the session's calls could wait for the guest.
+    pub fn may_wait_on_the_guest(&self) -> bool {
+        self.sessions.iter().any(|s| s.may_wait_on_the_guest())
+    }
+
     pub fn aborter(&self) -> Box<dyn Fn() + Send + Sync> {
         let aborters: Vec<_> = self.sessions.iter().map(|s| s.aborter()).collect();
         Box::new(move || aborters.iter().for_each(|abort| abort()))

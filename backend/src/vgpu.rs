@@ -4,6 +4,7 @@
 //! quiesced (for a snapshot) and paused (no batch runs until resumed).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
@@ -62,6 +63,8 @@ type Aborter = Arc<Mutex<Box<dyn Fn() + Send + Sync>>>;
 
 pub(crate) struct SessionWorker {
     jobs: mpsc::Sender<Job>,
+    /// Jobs sent to the session's thread and not finished yet.
+    queued: Arc<AtomicUsize>,
     /// Unblocks the session's waits; replaced when the session moves.
     abort: Aborter,
     counts: Arc<Mutex<Vec<u64>>>,
@@ -91,6 +94,8 @@ pub struct Vgpu {
     in_flight: Arc<(Mutex<usize>, std::sync::Condvar)>,
     quota: Arc<Quota>,
     metrics: Arc<crate::metrics::VmMetrics>,
+    /// Batches handed to session threads and not finished, all sessions.
+    jobs_queued: Arc<AtomicUsize>,
 }
 
 /// The profile of the OpenCL executor among `executors` (empty without one).
@@ -120,6 +125,7 @@ impl Vgpu {
             held: Mutex::new(None),
             in_flight: Arc::new((Mutex::new(0), std::sync::Condvar::new())),
             metrics: Default::default(),
+            jobs_queued: Default::default(),
         })
     }
 
@@ -373,12 +379,57 @@ impl Vgpu {
             sessions.insert(header.session, worker);
         }
         let worker = sessions.get(&header.session).expect("inserted above");
+        if !opens && !closes && sessions.len() == 1 {
+            // The VM's only session, idle: run the batch here, on the vring
+            // thread, rather than pay a thread hand-off (unless it could wait
+            // for the guest, which only this same thread could unblock).
+            let (state, counts) = (worker.state.clone(), worker.counts.clone());
+            if worker.queued.load(Ordering::Acquire) == 0 {
+                drop(sessions);
+                let Some(mut state) = state
+                    .try_lock()
+                    .ok()
+                    .filter(|s| !s.exec.may_wait_on_the_guest())
+                else {
+                    return self.queue_job(header.session, chain, done);
+                };
+                let mut chain = chain;
+                let reply = state.run_batch(&mut chain);
+                *counts.lock().unwrap_or_else(|e| e.into_inner()) = state.exec.object_counts();
+                drop(state);
+                return complete(chain, reply, done);
+            }
+        }
         if closes {
             // Unset user events would block the close behind a wait forever.
             (worker.abort.lock().unwrap_or_else(|e| e.into_inner()))();
         }
+        drop(sessions);
+        self.queue_job(header.session, chain, done);
+    }
+
+    /// Whether some session thread has a batch to run or is running one.
+    pub fn has_queued_jobs(&self) -> bool {
+        self.jobs_queued.load(Ordering::Acquire) > 0
+    }
+
+    /// Hands a batch to its session's thread (the session exists).
+    fn queue_job(self: &Arc<Self>, session: u64, chain: ResolvedChain, done: Completion) {
+        let mut sessions = self.sessions();
+        let Some(worker) = sessions.get(&session) else {
+            drop(sessions);
+            return complete(
+                chain,
+                ReplyBuilder::refused(Status::DEVICE_NOT_AVAILABLE),
+                done,
+            );
+        };
+        worker.queued.fetch_add(1, Ordering::AcqRel);
+        self.jobs_queued.fetch_add(1, Ordering::AcqRel);
         if let Err(mpsc::SendError(job)) = worker.jobs.send(Job { chain, done }) {
-            sessions.remove(&header.session);
+            worker.queued.fetch_sub(1, Ordering::AcqRel);
+            self.jobs_queued.fetch_sub(1, Ordering::AcqRel);
+            sessions.remove(&session);
             drop(sessions);
             complete(
                 job.chain,
@@ -391,6 +442,9 @@ impl Vgpu {
     fn spawn_worker(self: &Arc<Self>, session_id: u64, mut state: SessionState) -> SessionWorker {
         state.metrics = self.metrics.clone();
         let (tx, rx) = mpsc::channel::<Job>();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let worker_queued = queued.clone();
+        let vm_queued = self.jobs_queued.clone();
         let abort: Aborter = Arc::new(Mutex::new(state.exec.aborter()));
         let counts = Arc::new(Mutex::new(state.exec.object_counts()));
         let state = Arc::new(Mutex::new(state));
@@ -408,6 +462,8 @@ impl Vgpu {
                     closed = state.closed;
                     drop(state);
                     complete(job.chain, reply, job.done);
+                    worker_queued.fetch_sub(1, Ordering::AcqRel);
+                    vm_queued.fetch_sub(1, Ordering::AcqRel);
                     if closed {
                         break;
                     }
@@ -433,6 +489,7 @@ impl Vgpu {
         }
         SessionWorker {
             jobs: tx,
+            queued,
             abort,
             counts,
             state,

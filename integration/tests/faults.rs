@@ -68,9 +68,11 @@ fn front_ends(status: &str) -> usize {
         .len()
 }
 
-/// The process id of the backend serving `socket` (from /proc).
-fn backend_pid(socket: &Path) -> libc::pid_t {
+/// The backend processes serving `socket`, the supervisor and its workers
+/// (from /proc).
+fn backend_pids(socket: &Path) -> Vec<libc::pid_t> {
     let socket = socket.as_os_str().as_encoded_bytes();
+    let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").expect("read /proc").flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<libc::pid_t>() else {
             continue;
@@ -79,10 +81,15 @@ fn backend_pid(socket: &Path) -> libc::pid_t {
         let words: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
         let is_backend = words.first().is_some_and(|w| w.ends_with(b"vgpu-backend"));
         if is_backend && words.contains(&socket) {
-            return pid;
+            pids.push(pid);
         }
     }
-    panic!("no vgpu-backend serves {}", String::from_utf8_lossy(socket));
+    assert!(
+        !pids.is_empty(),
+        "no vgpu-backend serves {}",
+        String::from_utf8_lossy(socket)
+    );
+    pids
 }
 
 fn wait_status(backend: &Backend, limit: Duration, done: impl Fn(&str) -> bool) -> String {
@@ -378,11 +385,12 @@ fn start_reconnecting_guest(qemu: &Path, image: &Path, dir: &Path, socket: &Path
     )
 }
 
-/// SIGKILL, not a clean exit.
+/// SIGKILL to the supervisor and every worker, not a clean exit.
 fn kill_backend(mut backend: Backend) {
-    let pid = backend_pid(&backend.socket);
-    // SAFETY: SIGKILL to the backend this test started.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    for pid in backend_pids(&backend.socket) {
+        // SAFETY: SIGKILL to the backend processes this test started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
     while backend.is_running() {
         std::thread::sleep(Duration::from_millis(20));
     }

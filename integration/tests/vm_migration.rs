@@ -549,28 +549,41 @@ fn refused_migration_without_return_path_resumes_with_cont() {
     pair.source_finishes("a refused migration and cont");
 }
 
-/// The pid of the `vgpu-backend` serving `socket` (found through /proc).
-fn backend_pid(socket: &Path) -> Option<u32> {
-    let socket = socket.to_str()?;
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        let ours = args.first()?.ends_with(b"vgpu-backend") && args.contains(&socket.as_bytes());
-        ours.then_some(pid)
-    })
+/// The `vgpu-backend` processes serving `socket` (the supervisor and its
+/// workers, one per front-end), found through /proc.
+fn backend_pids(socket: &Path) -> Vec<u32> {
+    let Some(socket) = socket.to_str() else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            let ours =
+                args.first()?.ends_with(b"vgpu-backend") && args.contains(&socket.as_bytes());
+            ours.then_some(pid)
+        })
+        .collect()
 }
 
-/// Whether the back-end `pid` has its device-state transfer thread.
-fn transferring(pid: u32) -> bool {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map(|tasks| {
-            tasks.flatten().any(|t| {
-                std::fs::read_to_string(t.path().join("comm"))
-                    .is_ok_and(|c| c.starts_with("vgpu-device-sta"))
+/// Whether a back-end process of `socket` has its device-state transfer
+/// thread (the worker serving the VM does).
+fn transferring(socket: &Path) -> bool {
+    backend_pids(socket).into_iter().any(|pid| {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|tasks| {
+                tasks.flatten().any(|t| {
+                    std::fs::read_to_string(t.path().join("comm"))
+                        .is_ok_and(|c| c.starts_with("vgpu-device-sta"))
+                })
             })
-        })
-        .unwrap_or(false)
+            .unwrap_or(false)
+    })
 }
 
 #[test]
@@ -583,13 +596,17 @@ fn destination_killed_while_the_vgpu_state_streams_leaves_the_source_running() {
     let Some(mut pair) = Pair::start("vm-migrate-kill-state", &[], &[]) else {
         return;
     };
-    let pid = backend_pid(&pair.source_backend.socket).expect("the source back-end's pid");
+    let socket = pair.source_backend.socket.clone();
+    assert!(
+        !backend_pids(&socket).is_empty(),
+        "no source back-end process found"
+    );
     pair.wait_for_program();
     pair.migrate();
     // No QMP while waiting: QEMU holds its big lock while it saves devices,
     // so a query would only answer once the transfer is over.
     let deadline = Instant::now() + Duration::from_secs(120);
-    while !transferring(pid) {
+    while !transferring(&socket) {
         assert!(
             Instant::now() < deadline,
             "the source back-end never started its state transfer"

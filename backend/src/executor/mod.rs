@@ -127,6 +127,13 @@ pub trait ExecSession: Send {
     /// through.
     fn aborter(&self) -> Box<dyn Fn() + Send + Sync>;
 
+    /// Whether a call could now wait for something only the guest can do
+    /// (set a user event): such a session's batches never run on the
+    /// thread that takes the guest's next requests.
+    fn may_wait_on_the_guest(&self) -> bool {
+        false
+    }
+
     /// Waits for issued work, then captures the session (quiesced by the
     /// caller: no call runs meanwhile).
     fn save(&mut self, _id: u64) -> Result<SavedSession, SnapshotError> {

@@ -37,8 +37,13 @@ impl WorkerLink {
         let (ours, theirs) = Channel::pair()?;
         let inherited = [theirs.fd(), spawn.listener];
         let supervisor = std::process::id() as libc::pid_t;
-        // The running binary itself, even if upgraded on disk since.
-        let mut command = Command::new("/proc/self/exe");
+        // This binary (by its path, so the worker's process name is the
+        // supervisor's; /proc/self/exe only if the path is unknown).
+        let exe = std::env::current_exe()
+            .ok()
+            .filter(|p| p.is_file())
+            .unwrap_or_else(|| "/proc/self/exe".into());
+        let mut command = Command::new(exe);
         command
             .arg0(
                 std::env::args_os()

@@ -161,7 +161,7 @@ fn set_up(config: &Config, role: &WorkerRole) -> Result<SetUp, ServerError> {
             path.display()
         );
     }
-    let device = VgpuDevice::new(vgpu.clone()).map_err(ServerError::Device2)?;
+    let device = VgpuDevice::new(vgpu.clone(), config.poll).map_err(ServerError::Device2)?;
     let memory = GuestMemoryAtomic::new(GuestRam::new());
     let daemon = VhostUserDaemon::new("vgpu-backend".into(), device.clone(), memory)
         .map_err(|e| ServerError::Daemon(e.to_string()))?;

@@ -87,6 +87,9 @@ pub struct RingLayout {
     pub total: usize,
 }
 
+/// Set by the device in the used ring's flags: "do not kick me".
+const VRING_USED_F_NO_NOTIFY: u16 = 1;
+
 impl RingLayout {
     /// The legacy-style layout: descriptor table, available ring right after
     /// it, used ring at the next `RING_ALIGN` boundary.
@@ -264,6 +267,26 @@ impl SplitRing {
         // The device may read its notification-suppression fields next; the
         // index store must be visible before the driver decides to kick.
         fence(Ordering::SeqCst);
+    }
+
+    /// Whether the device asked to be notified of what was published since
+    /// `old_avail` (call after [`SplitRing::publish`], which fences): with
+    /// `VIRTIO_RING_F_EVENT_IDX`, when the new entries pass its
+    /// `avail_event`; without, unless it set `VRING_USED_F_NO_NOTIFY`. A
+    /// device that is polling the ring asks for nothing.
+    pub fn device_wants_kick(&self, old_avail: u16, event_idx: bool) -> bool {
+        if event_idx {
+            let at = self.layout.used + 4 + 8 * usize::from(self.layout.size);
+            // SAFETY: `at` is the avail_event field of this layout's used ring.
+            let event = unsafe { self.read_u16(at) };
+            // virtio's vring_need_event: did the index step over `event`?
+            self.avail_idx.wrapping_sub(event).wrapping_sub(1)
+                < self.avail_idx.wrapping_sub(old_avail)
+        } else {
+            // SAFETY: `used` is the used ring's flags field.
+            let flags = unsafe { self.read_u16(self.layout.used) };
+            flags & VRING_USED_F_NO_NOTIFY == 0
+        }
     }
 
     /// Writes `used_event` (meaningful with `VIRTIO_RING_F_EVENT_IDX`) so the
@@ -762,6 +785,37 @@ mod tests {
         ring.pop_used();
         ring.arm_used_event();
         assert_eq!(area.u16_at(layout.avail + 4 + 2 * 8), 1);
+    }
+
+    #[test]
+    fn kicks_go_only_where_the_device_asked() {
+        let area = Area::new(8192);
+        let mut ring = area.ring(8);
+        let layout = ring.layout();
+        let avail_event = layout.used + 4 + 8 * 8;
+        // The device waits for entry 0: publishing it needs a kick.
+        area.put(avail_event, &0u16.to_le_bytes());
+        let head = ring.add_chain(&[spec(1, 1, true)]).expect("room");
+        ring.publish(head);
+        assert!(ring.device_wants_kick(0, true));
+        // A polling device left avail_event behind: no kick for entry 1.
+        let head = ring.add_chain(&[spec(1, 1, true)]).expect("room");
+        ring.publish(head);
+        assert!(!ring.device_wants_kick(1, true));
+        // It asks again for entry 2 once it goes to sleep.
+        area.put(avail_event, &2u16.to_le_bytes());
+        let head = ring.add_chain(&[spec(1, 1, true)]).expect("room");
+        ring.publish(head);
+        assert!(ring.device_wants_kick(2, true));
+        // Across the index wrap too.
+        ring.set_avail_idx_raw(u16::MAX);
+        area.put(avail_event, &u16::MAX.to_le_bytes());
+        ring.publish(0);
+        assert!(ring.device_wants_kick(u16::MAX, true));
+        // Without event indices, the used ring's NO_NOTIFY flag decides.
+        assert!(ring.device_wants_kick(0, false));
+        area.put(layout.used, &1u16.to_le_bytes());
+        assert!(!ring.device_wants_kick(0, false));
     }
 
     #[test]

@@ -101,8 +101,19 @@ impl Daemon {
         LoopbackDevice::connect(&self.socket, &small_config()).expect("loopback handshake")
     }
 
+    /// SIGKILL to the daemon and its worker processes (one per front-end).
     fn kill(&mut self) {
+        let pid = self.child.id();
+        let children =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
         let _ = self.child.kill();
+        for worker in children
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
+            // SAFETY: SIGKILL to a worker of the daemon this test started.
+            unsafe { libc::kill(worker, libc::SIGKILL) };
+        }
         let _ = self.child.wait();
     }
 }

@@ -264,6 +264,10 @@ impl ExecSession for OpenClSession {
         self.save_session(id, &device)
     }
 
+    fn may_wait_on_the_guest(&self) -> bool {
+        self.has_unset_user_events()
+    }
+
     fn aborter(&self) -> Box<dyn Fn() + Send + Sync> {
         let user_events = self.user_events.clone();
         Box::new(move || {

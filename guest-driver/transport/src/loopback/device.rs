@@ -271,9 +271,14 @@ impl LoopbackDevice {
             .ring
             .add_chain(chain)
             .map_err(io::Error::other)?;
-        self.submit.ring.arm_used_event();
+        // used_event is armed only before sleeping (`wait_used`): while we
+        // look for the answer, the backend need not signal it.
+        let old_avail = self.submit.ring.avail_idx();
         self.submit.ring.publish(head);
-        self.kick()?;
+        let event_idx = self.acked_features & VIRTIO_RING_F_EVENT_IDX != 0;
+        if self.submit.ring.device_wants_kick(old_avail, event_idx) {
+            self.kick()?;
+        }
         Ok(head)
     }
 
@@ -289,7 +294,9 @@ impl LoopbackDevice {
             if let Some(used) = self.submit.ring.pop_used() {
                 return Ok(Some(used));
             }
-            std::hint::spin_loop();
+            // Yield rather than spin: where the backend's thread has to
+            // share this core, it gets it at once.
+            std::thread::yield_now();
         }
         loop {
             // Arm first, then look: a used element that lands between the
