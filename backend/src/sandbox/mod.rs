@@ -1,0 +1,171 @@
+//! Confines the process that serves a VM before it reads any guest input,
+//! as virtiofsd and crosvm do: resource limits, no new privileges, an
+//! unprivileged user, and a seccomp allow-list (see `policy`).
+//!
+//! [`confine_worker`] is the whole confinement of a per-VM worker;
+//! [`apply`] is what the single-process daemon still uses (the same
+//! filter, the user only when `--user` is given). `probe` checks the
+//! result from inside (`vgpu-backend --probe-sandbox`).
+
+mod bpf;
+pub mod policy;
+pub mod probe;
+mod seccomp;
+pub mod user;
+
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::PathBuf;
+
+/// How much confinement to apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sandbox {
+    /// Nothing (debugging).
+    None,
+    /// Resource limits, no new privileges, the seccomp allow-list, and an
+    /// unprivileged user: the one named, else (when started as root) the
+    /// `vgpu` user or `nobody`.
+    Default { user: Option<String> },
+}
+
+/// Descriptors a worker may hold: its vrings, guest memory regions and
+/// the driver's files need a few hundred at most.
+const MAX_OPEN_FILES: libc::rlim_t = 4096;
+
+fn set_limit(resource: libc::__rlimit_resource_t, value: libc::rlim_t) -> io::Result<()> {
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `old` is valid for writing.
+    if unsafe { libc::getrlimit(resource, &mut old) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // Never raise: an unprivileged worker cannot, and need not.
+    let value = value.min(old.rlim_max);
+    let new = libc::rlimit {
+        rlim_cur: value,
+        rlim_max: value,
+    };
+    // SAFETY: `new` is a valid rlimit read by the call.
+    if unsafe { libc::setrlimit(resource, &new) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn prctl(option: libc::c_int, arg: libc::c_ulong, what: &str) -> io::Result<()> {
+    // SAFETY: prctl with integer arguments on this process only.
+    if unsafe { libc::prctl(option, arg, 0, 0, 0) } != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("{what}: {e}")));
+    }
+    Ok(())
+}
+
+fn install_worker_filter() -> io::Result<()> {
+    let policy = policy::worker(std::process::id());
+    let prog = seccomp::compile(&policy).map_err(io::Error::other)?;
+    seccomp::install(&prog)?;
+    log::info!(
+        "sandbox: seccomp allow-list of {} calls ({} BPF instructions)",
+        policy.rules.len(),
+        prog.len()
+    );
+    Ok(())
+}
+
+/// Gives a worker that will drop root a driver cache of its own: PoCL
+/// compiles and links every kernel in `POCL_CACHE_DIR` (by default under
+/// root's home, which the worker can no longer write), and a cache shared
+/// between VMs would let one VM's worker plant binaries another loads.
+/// Creates `$TMPDIR/vgpu-worker-<pid>` (mode 0700, owned by the worker's
+/// user) and points `POCL_CACHE_DIR` at it, unless already set.
+///
+/// Call before the device is opened (PoCL reads the variable once) and
+/// while the process has a single thread (it changes the environment).
+/// Returns the directory created, for the caller to remove at exit.
+pub fn prepare_worker(sandbox: &Sandbox) -> io::Result<Option<PathBuf>> {
+    let Sandbox::Default { user } = sandbox else {
+        return Ok(None);
+    };
+    if std::env::var_os("POCL_CACHE_DIR").is_some() {
+        return Ok(None);
+    }
+    let creds = user::target(user.as_deref())?;
+    let dir = std::env::temp_dir().join(format!("vgpu-worker-{}", std::process::id()));
+    // Fails if the path exists, symlinks included: never reuse a
+    // directory someone else may have made.
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    if let Some(creds) = &creds {
+        std::os::unix::fs::chown(&dir, Some(creds.uid), Some(creds.gid))?;
+    }
+    std::env::set_var("POCL_CACHE_DIR", &dir);
+    Ok(Some(dir))
+}
+
+/// Confines a per-VM worker once its device is open and before it reads
+/// any guest input: RLIMIT_CORE 0 and a bounded RLIMIT_NOFILE, no new
+/// privileges, the unprivileged user (when root: `--user`, else `vgpu`,
+/// else `nobody`; supplementary groups of that user, none for `nobody`),
+/// not dumpable (other workers run as the same user), and the seccomp
+/// allow-list on every thread. Applies to the whole process.
+pub fn confine_worker(sandbox: &Sandbox) -> io::Result<()> {
+    let Sandbox::Default { user } = sandbox else {
+        log::warn!("sandbox disabled (--sandbox none): the worker is not confined");
+        return Ok(());
+    };
+    // Looked up first: the user database may need files the filter
+    // would still allow but the new user could not read.
+    let creds = user::target(user.as_deref())?;
+    set_limit(libc::RLIMIT_CORE, 0)?;
+    set_limit(libc::RLIMIT_NOFILE, MAX_OPEN_FILES)?;
+    prctl(libc::PR_SET_NO_NEW_PRIVS, 1, "no_new_privs")?;
+    if let Some(creds) = &creds {
+        user::drop_to(creds)?;
+        log::info!(
+            "sandbox: running as {} ({}:{})",
+            creds.name,
+            creds.uid,
+            creds.gid
+        );
+    }
+    prctl(libc::PR_SET_DUMPABLE, 0, "dumpable")?;
+    install_worker_filter()
+}
+
+/// Leaves the host's network: the daemon speaks only over unix sockets.
+/// Call first, before any thread exists (namespaces are per thread, and
+/// threads inherit them). Needs CAP_SYS_ADMIN; without it, a warning.
+pub fn isolate_network(sandbox: &Sandbox) {
+    if *sandbox == Sandbox::None {
+        return;
+    }
+    // SAFETY: unshare only changes this (still single) thread's namespace.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        log::warn!(
+            "sandbox: no private network namespace: {}",
+            io::Error::last_os_error()
+        );
+    }
+}
+
+/// Confines the single-process daemon once every socket and device is
+/// open, before any guest input is read: no new privileges, the user
+/// named by `--user` (only then: the daemon may run as root today), and
+/// the worker's seccomp allow-list.
+pub fn apply(sandbox: &Sandbox) -> io::Result<()> {
+    let Sandbox::Default { user } = sandbox else {
+        log::warn!("sandbox disabled (--sandbox none)");
+        return Ok(());
+    };
+    let creds = match user {
+        Some(name) => user::target(Some(name))?,
+        None => None,
+    };
+    prctl(libc::PR_SET_NO_NEW_PRIVS, 1, "no_new_privs")?;
+    if let Some(creds) = &creds {
+        user::drop_to(creds)?;
+    }
+    install_worker_filter()
+}
