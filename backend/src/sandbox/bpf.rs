@@ -132,8 +132,7 @@ impl Assembler {
         }
         let offset = |from: usize, target: Label| -> Result<usize> {
             let to = at[target.0].ok_or(AsmError::Unbound(target.0))?;
-            to.checked_sub(from + 1)
-                .ok_or(AsmError::Backward(target.0))
+            to.checked_sub(from + 1).ok_or(AsmError::Backward(target.0))
         };
         let short = |from: usize, target: Target| -> Result<u8> {
             match target {

@@ -435,10 +435,7 @@ pub fn worker(own_pid: u32) -> Policy {
     for &nr in REFUSED {
         add(nr, Rule::Always(EPERM));
     }
-    add(
-        libc::SYS_clone3,
-        Rule::Always(Verdict::Errno(libc::ENOSYS)),
-    );
+    add(libc::SYS_clone3, Rule::Always(Verdict::Errno(libc::ENOSYS)));
     add(
         libc::SYS_clone,
         Rule::ArgAnyBit {

@@ -101,7 +101,12 @@ pub fn compile(policy: &Policy) -> Result<Vec<libc::sock_filter>> {
     asm.ret(kill);
     asm.bind(native);
     asm.load(OFFSET_NR);
-    asm.branch(Cmp::AnyBit, X32_SYSCALL_BIT, Target::Next, Target::To(not_x32));
+    asm.branch(
+        Cmp::AnyBit,
+        X32_SYSCALL_BIT,
+        Target::Next,
+        Target::To(not_x32),
+    );
     asm.ret(kill);
     asm.bind(not_x32);
     let calls: Vec<(u32, &Rule)> = policy.rules.iter().map(|(nr, r)| (*nr, r)).collect();
@@ -151,7 +156,8 @@ mod tests {
         d.extend_from_slice(&nr.to_ne_bytes());
         d.extend_from_slice(&arch.to_ne_bytes());
         d.extend_from_slice(&0u64.to_ne_bytes());
-        args.iter().for_each(|a| d.extend_from_slice(&a.to_ne_bytes()));
+        args.iter()
+            .for_each(|a| d.extend_from_slice(&a.to_ne_bytes()));
         d
     }
 
@@ -171,7 +177,7 @@ mod tests {
         let arg_sets = [
             [0; 6],
             [libc::CLONE_NEWNET as u64, 0, 0, 0, 0, 0],
-            [libc::AF_INET as u64, libc::TIOCSTI as u64, 0, 0, 0, 0],
+            [libc::AF_INET as u64, libc::TIOCSTI, 0, 0, 0, 0],
             [u64::from(PID), 0, 0, 0, 0, 0],
             [libc::AF_UNIX as u64 | 0xffff_0000_0000, 0, 0, 0, 0, 0],
         ];
@@ -210,7 +216,7 @@ mod tests {
             errno(libc::EAFNOSUPPORT)
         );
         assert_eq!(eval(libc::SYS_kill, [1, 9, 0, 0, 0, 0]), eperm);
-        let tiocsti = libc::TIOCSTI as u64;
+        let tiocsti = libc::TIOCSTI;
         assert_eq!(eval(libc::SYS_ioctl, [0, tiocsti, 0, 0, 0, 0]), eperm);
         let dumpable = libc::PR_SET_DUMPABLE as u64;
         assert_eq!(eval(libc::SYS_prctl, [dumpable, 1, 0, 0, 0, 0]), eperm);

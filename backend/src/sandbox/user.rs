@@ -52,9 +52,8 @@ fn lookup(name: &str) -> io::Result<Option<Credentials>> {
     let mut count = groups.len() as libc::c_int;
     // SAFETY: `groups` holds `count` entries; getgrouplist writes at most
     // that many and stores the real count in `count`.
-    let rc = unsafe {
-        libc::getgrouplist(cname.as_ptr(), pw.pw_gid, groups.as_mut_ptr(), &mut count)
-    };
+    let rc =
+        unsafe { libc::getgrouplist(cname.as_ptr(), pw.pw_gid, groups.as_mut_ptr(), &mut count) };
     if rc < 0 {
         return Err(io::Error::other(format!(
             "user {name:?} is in more than {} groups",
@@ -142,18 +141,14 @@ pub fn drop_to(creds: &Credentials) -> io::Result<()> {
 fn verify_dropped(creds: &Credentials) -> io::Result<()> {
     let (mut r, mut e, mut s) = (0, 0, 0);
     // SAFETY: the three pointers are valid for the call.
-    check(
-        unsafe { libc::getresuid(&mut r, &mut e, &mut s) },
-        "getresuid",
-    )?;
+    let rc = unsafe { libc::getresuid(&mut r, &mut e, &mut s) };
+    check(rc, "getresuid")?;
     let (mut rg, mut eg, mut sg) = (0, 0, 0);
-    // SAFETY: as above.
-    check(
-        unsafe { libc::getresgid(&mut rg, &mut eg, &mut sg) },
-        "getresgid",
-    )?;
-    let ids_ok = [r, e, s].iter().all(|&u| u == creds.uid)
-        && [rg, eg, sg].iter().all(|&g| g == creds.gid);
+    // SAFETY: the three pointers are valid for the call.
+    let rc = unsafe { libc::getresgid(&mut rg, &mut eg, &mut sg) };
+    check(rc, "getresgid")?;
+    let ids_ok =
+        [r, e, s].iter().all(|&u| u == creds.uid) && [rg, eg, sg].iter().all(|&g| g == creds.gid);
     // SAFETY: plain system calls; each must fail now.
     let regained = unsafe { libc::setuid(0) == 0 || libc::setgid(0) == 0 };
     let caps_gone = ["CapPrm", "CapEff"]

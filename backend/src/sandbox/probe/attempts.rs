@@ -68,7 +68,8 @@ const KEY_SPEC_SESSION_KEYRING: i64 = -3;
 const KEY_SPEC_PROCESS_KEYRING: i64 = -2;
 const AT_FDCWD: i64 = libc::AT_FDCWD as i64;
 
-/// Every attempt, in the order the report lists them.
+/// Every attempt, in the order the report lists them: one line each.
+#[rustfmt::skip]
 pub const ALL: &[Attempt] = &[
     attempt("ptrace_attach_parent", EPERM, libc::SYS_ptrace, &[Int(libc::PTRACE_SEIZE as i64), Parent, Int(0), Int(0)]),
     attempt("process_vm_readv_parent", EPERM, libc::SYS_process_vm_readv, &[Parent, Int(0), Int(0), Int(0), Int(0), Int(0)]),

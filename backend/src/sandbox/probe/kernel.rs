@@ -84,9 +84,15 @@ pub fn run(device: cl_device_id) -> Result<usize, String> {
             device,
             cl3::program::CL_PROGRAM_BUILD_LOG,
         )
-        .map(|b| String::from_utf8_lossy(&b).trim_end_matches('\0').to_string())
+        .map(|b| {
+            String::from_utf8_lossy(&b)
+                .trim_end_matches('\0')
+                .to_string()
+        })
         .unwrap_or_default();
-        return Err(format!("clBuildProgram failed: OpenCL status {status}: {log}"));
+        return Err(format!(
+            "clBuildProgram failed: OpenCL status {status}: {log}"
+        ));
     }
     let name = CString::new("probe").expect("no NUL in the kernel name");
     let kernel = cl3::kernel::create_kernel(program, &name).map_err(cl("clCreateKernel"))?;

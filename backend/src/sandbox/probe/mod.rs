@@ -35,7 +35,14 @@ fn errno_name(errno: i32) -> String {
 
 fn identity() -> Value {
     // SAFETY: the get*id calls have no preconditions.
-    let ids = unsafe { (libc::getuid(), libc::geteuid(), libc::getgid(), libc::getegid()) };
+    let ids = unsafe {
+        (
+            libc::getuid(),
+            libc::geteuid(),
+            libc::getgid(),
+            libc::getegid(),
+        )
+    };
     json!({
         "uid": ids.0,
         "euid": ids.1,
@@ -64,8 +71,12 @@ fn forbidden_calls() -> (Value, bool) {
         let got = match outcome {
             Outcome::Errno(e) => json!({ "errno": e, "name": errno_name(e) }),
             Outcome::Succeeded => json!({ "errno": 0, "name": "succeeded" }),
-            Outcome::KilledBy(sig) => json!({ "errno": null, "name": format!("killed by signal {sig}") }),
-            Outcome::NotRun(e) => json!({ "errno": null, "name": format!("not run: {}", errno_name(e)) }),
+            Outcome::KilledBy(sig) => {
+                json!({ "errno": null, "name": format!("killed by signal {sig}") })
+            }
+            Outcome::NotRun(e) => {
+                json!({ "errno": null, "name": format!("not run: {}", errno_name(e)) })
+            }
         };
         let mut entry = got;
         entry["expected"] = json!(errno_name(attempt.expected));
