@@ -22,9 +22,9 @@ use std::path::PathBuf;
 pub enum Sandbox {
     /// Nothing (debugging).
     None,
-    /// Resource limits, no new privileges, the seccomp allow-list, and an
-    /// unprivileged user: the one named, else (when started as root) the
-    /// `vgpu` user or `nobody`.
+    /// No new privileges, the seccomp allow-list and the user named; a
+    /// worker ([`confine_worker`]) also sets resource limits and, started
+    /// as root without a user, becomes `vgpu` or `nobody`.
     Default { user: Option<String> },
 }
 

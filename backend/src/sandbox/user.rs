@@ -166,3 +166,27 @@ fn verify_dropped(creds: &Credentials) -> io::Result<()> {
         )))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_is_never_a_worker_user() {
+        let err = target(Some("root")).expect_err("root must be refused");
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+    }
+
+    #[test]
+    fn unknown_user_is_an_error() {
+        let err = target(Some("no-such-user-vgpu-test")).expect_err("unknown user");
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn status_field_reads_this_process() {
+        let pid = status_field("Pid").expect("Pid line");
+        assert_eq!(pid, std::process::id().to_string());
+        assert_eq!(status_field("NoSuchField"), None);
+    }
+}
