@@ -19,7 +19,7 @@ use crate::executor::opencl::DeviceSelector;
 #[command(name = "vgpu-backend", version, about, long_about)]
 pub struct Args {
     /// Unix socket to listen on for vhost-user front-ends.
-    #[arg(long, value_name = "PATH", required_unless_present_any = ["print_capabilities", "list_devices", "write_profile"])]
+    #[arg(long, value_name = "PATH", required_unless_present_any = ["print_capabilities", "list_devices", "write_profile", "probe_sandbox"])]
     pub socket: Option<PathBuf>,
 
     /// Device to serve: `opencl:<platform-index>:<device-index>`,
@@ -124,6 +124,12 @@ pub struct Args {
     /// List the OpenCL devices this host offers, with their SPEC, and exit.
     #[arg(long)]
     pub list_devices: bool,
+
+    /// Open the --device (OpenCL), confine this process as a VM's worker
+    /// is confined (--sandbox, --user), run a kernel and try the forbidden
+    /// system calls; print a JSON report and exit (see SECURITY.md).
+    #[arg(long, hide = true)]
+    pub probe_sandbox: bool,
 
     /// Serve Prometheus metrics (HTTP GET /metrics) on `unix:PATH` or
     /// `tcp:ADDRESS:PORT` (e.g. tcp:127.0.0.1:9464); may be repeated. Off
@@ -287,6 +293,18 @@ fn parse_worker(text: &str, restore: bool) -> Result<crate::worker::WorkerRole, 
     })
 }
 
+/// Parses `--sandbox MODE` together with `--user`.
+pub fn parse_sandbox(
+    mode: &str,
+    user: Option<String>,
+) -> Result<crate::sandbox::Sandbox, ConfigError> {
+    match mode {
+        "default" => Ok(crate::sandbox::Sandbox::Default { user }),
+        "none" => Ok(crate::sandbox::Sandbox::None),
+        other => Err(ConfigError::BadSandbox(other.to_string())),
+    }
+}
+
 pub fn parse_log_level(level: &str) -> Result<log::LevelFilter, ConfigError> {
     match level.to_ascii_lowercase().as_str() {
         "error" => Ok(log::LevelFilter::Error),
@@ -333,13 +351,7 @@ impl TryFrom<Args> for Config {
             memory: args.memory,
             binary_key: args.binary_key,
             max_memory: args.max_memory,
-            sandbox: match args.sandbox.as_str() {
-                "default" => crate::sandbox::Sandbox::Default {
-                    user: args.user.clone(),
-                },
-                "none" => crate::sandbox::Sandbox::None,
-                other => return Err(ConfigError::BadSandbox(other.to_string())),
-            },
+            sandbox: parse_sandbox(&args.sandbox, args.user.clone())?,
             metrics: args.metrics,
             limits: crate::quota::Limits {
                 memory_bytes: 0,

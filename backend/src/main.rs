@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use vgpu_backend::config::{Args, Config};
+use vgpu_backend::config::{parse_device, parse_sandbox, Args, Config};
 use vgpu_backend::executor::opencl::OpenClExecutor;
 use vgpu_backend::server;
 
@@ -32,6 +32,9 @@ fn main() -> ExitCode {
             }
         };
     }
+    if args.probe_sandbox {
+        return probe_sandbox(&args);
+    }
     let config = match Config::try_from(args) {
         Ok(config) => config,
         Err(e) => {
@@ -57,5 +60,30 @@ fn main() -> ExitCode {
             eprintln!("vgpu-backend: {}", server::error_chain(&e));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `--probe-sandbox`: prints the probe's JSON report; fails unless the
+/// kernel ran right and every forbidden call was refused.
+fn probe_sandbox(args: &Args) -> ExitCode {
+    let parsed = parse_device(&args.device)
+        .and_then(|device| Ok((device, parse_sandbox(&args.sandbox, args.user.clone())?)));
+    let (device, sandbox) = match parsed {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            eprintln!("vgpu-backend: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    env_logger::Builder::new()
+        .filter_level(log::LevelFilter::Warn)
+        .parse_env("RUST_LOG")
+        .init();
+    let (report, ok) = vgpu_backend::sandbox::probe::run(&device, &sandbox);
+    println!("{report}");
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }

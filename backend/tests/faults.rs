@@ -959,6 +959,12 @@ fn guest_program_binaries_cannot_write_host_files() {
     let dir = std::env::temp_dir().join(format!("vgpu-binary-traversal-{}", std::process::id()));
     let cache = dir.join("a").join("b");
     std::fs::create_dir_all(&cache).expect("cache dir");
+    // Writable by the worker whatever user it drops to, so that only the
+    // backend's own guard can keep the file from being written.
+    for d in [&dir, &dir.join("a"), &cache] {
+        std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+            .expect("chmod");
+    }
     let target = dir.join("a").join("x");
     let cache_env = cache.to_str().expect("utf-8").to_string();
     let backend = Backend::start_with(&[], &[("POCL_CACHE_DIR", &cache_env)]);

@@ -165,11 +165,7 @@ pub fn run(config: Config) -> Result<(), ServerError> {
     // workers, which load the binary key and then drop to --user); it
     // reads no guest input, but is confined all the same, before the
     // vhost-user socket appears.
-    let own = match &config.sandbox {
-        crate::sandbox::Sandbox::Default { .. } => crate::sandbox::Sandbox::Default { user: None },
-        crate::sandbox::Sandbox::None => crate::sandbox::Sandbox::None,
-    };
-    crate::sandbox::apply(&own).map_err(ServerError::Sandbox)?;
+    crate::sandbox::apply(&config.sandbox).map_err(ServerError::Sandbox)?;
     let listener = Listener::new(&config.socket, true)
         .map_err(|e| ServerError::Listen(config.socket.clone(), e))?;
     let supervisor = Arc::new(Supervisor {
@@ -198,10 +194,12 @@ pub fn run(config: Config) -> Result<(), ServerError> {
         }
         Some(WorkerEvent::Failed { error }) => {
             standby.reap();
+            remove_worker_cache(standby.pid);
             return Err(ServerError::Start(error));
         }
         other => {
             let status = standby.reap();
+            remove_worker_cache(standby.pid);
             return Err(ServerError::Start(format!(
                 "the first worker ended before it was ready ({other:?}, {status})"
             )));
@@ -258,11 +256,13 @@ fn serve_front_ends(supervisor: &Arc<Supervisor>, mut standby: Arc<WorkerLink>) 
                 log::error!("a standby worker could not start: {error}");
                 standby.reap();
                 supervisor.forget(&standby);
+                remove_worker_cache(standby.pid);
                 pause_before_restart(supervisor);
             }
             Some(WorkerEvent::Finished { .. }) | None => {
                 let status = standby.reap();
                 supervisor.forget(&standby);
+                remove_worker_cache(standby.pid);
                 if !supervisor.is_shutting_down() {
                     log::error!("the standby worker {} ended: {status}", standby.pid);
                     pause_before_restart(supervisor);
@@ -284,6 +284,17 @@ fn serve_front_ends(supervisor: &Arc<Supervisor>, mut standby: Arc<WorkerLink>) 
                 }
             }
         };
+    }
+}
+
+/// The driver cache `sandbox::prepare_worker` made for a worker, once the
+/// worker has ended (however it ended).
+fn remove_worker_cache(pid: u32) {
+    let dir = std::env::temp_dir().join(format!("vgpu-worker-{pid}"));
+    if let Err(e) = std::fs::remove_dir_all(&dir) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            log::warn!("cannot remove {}: {e}", dir.display());
+        }
     }
 }
 
@@ -309,6 +320,7 @@ fn watch(supervisor: Arc<Supervisor>, link: Arc<WorkerLink>) {
             }
             let status = link.reap();
             supervisor.forget(&link);
+            remove_worker_cache(link.pid);
             if finished {
                 log::info!("worker {} of front-end {} ended", link.pid, link.vm_id);
             } else {
@@ -327,6 +339,7 @@ fn watch(supervisor: Arc<Supervisor>, link: Arc<WorkerLink>) {
 /// Gives the workers time to end their service, then ends them.
 fn wait_for_workers(supervisor: &Supervisor) {
     let deadline = std::time::Instant::now() + SHUTDOWN_GRACE;
+    let workers = supervisor.all();
     loop {
         let alive: Vec<_> = supervisor
             .all()
@@ -334,17 +347,19 @@ fn wait_for_workers(supervisor: &Supervisor) {
             .filter(|l| !l.has_ended())
             .collect();
         if alive.is_empty() {
-            return;
+            break;
         }
         if std::time::Instant::now() > deadline {
             for link in alive {
                 log::warn!("worker {} did not end in time: killed", link.pid);
                 link.signal(libc::SIGKILL);
+                link.reap();
             }
-            return;
+            break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    workers.iter().for_each(|w| remove_worker_cache(w.pid));
 }
 
 /// Waits for SIGINT or SIGTERM (blocked everywhere) on a thread of its own.

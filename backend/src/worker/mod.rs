@@ -123,11 +123,25 @@ struct SetUp {
 /// checkpoint to start from, the confinement.
 fn set_up(config: &Config, role: &WorkerRole) -> Result<SetUp, ServerError> {
     crate::server::block_shutdown_signals().map_err(ServerError::Signals)?;
+    // Still one thread: the driver's cache moves to a directory of the
+    // worker's own before the driver is loaded.
+    crate::sandbox::prepare_worker(&config.sandbox).map_err(ServerError::Sandbox)?;
+    // What only the starting user may read: the binary key, the profile,
+    // the checkpoint to start from.
     crate::server::install_binary_key(config)?;
     let profile_limit = match &config.profile {
         Some(path) => Some(Arc::new(crate::server::read_profile(path)?)),
         None => None,
     };
+    let checkpoint = match (role.restore, &config.restore) {
+        (true, Some(path)) => Some((
+            path,
+            std::fs::File::open(path)
+                .map_err(|e| ServerError::Restore(path.clone(), e.to_string()))?,
+        )),
+        _ => None,
+    };
+    crate::sandbox::drop_worker_privileges(&config.sandbox).map_err(ServerError::Sandbox)?;
     let executors = crate::server::open_executors(config, &profile_limit)?;
     let mut limits = config.limits;
     limits.memory_bytes = config
@@ -144,10 +158,8 @@ fn set_up(config: &Config, role: &WorkerRole) -> Result<SetUp, ServerError> {
     // Registered now so that a re-home before the front-end connects
     // moves it too.
     registry.serve(&vgpu);
-    if let (true, Some(path)) = (role.restore, &config.restore) {
+    if let Some((path, file)) = checkpoint {
         // Rebuilt before the front-end can send anything.
-        let file = std::fs::File::open(path)
-            .map_err(|e| ServerError::Restore(path.clone(), e.to_string()))?;
         let report = crate::snapshot::restore(
             &vgpu,
             std::io::BufReader::new(file),
@@ -165,7 +177,7 @@ fn set_up(config: &Config, role: &WorkerRole) -> Result<SetUp, ServerError> {
     let memory = GuestMemoryAtomic::new(GuestRam::new());
     let daemon = VhostUserDaemon::new("vgpu-backend".into(), device.clone(), memory)
         .map_err(|e| ServerError::Daemon(e.to_string()))?;
-    crate::sandbox::apply(&config.sandbox).map_err(ServerError::Sandbox)?;
+    crate::sandbox::filter_worker(&config.sandbox).map_err(ServerError::Sandbox)?;
     Ok(SetUp {
         registry,
         vgpu,

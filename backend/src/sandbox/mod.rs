@@ -1,0 +1,200 @@
+//! Confines the process that serves a VM before it reads any guest input,
+//! as virtiofsd and crosvm do: resource limits, no new privileges, an
+//! unprivileged user, and a seccomp allow-list (see `policy`).
+//!
+//! [`confine_worker`] is the whole confinement of a per-VM worker;
+//! [`apply`] is what the single-process daemon still uses (the same
+//! filter, the user only when `--user` is given). `probe` checks the
+//! result from inside (`vgpu-backend --probe-sandbox`).
+
+mod bpf;
+pub mod policy;
+pub mod probe;
+mod seccomp;
+pub mod user;
+
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::PathBuf;
+
+/// How much confinement to apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sandbox {
+    /// Nothing (debugging).
+    None,
+    /// No new privileges, the seccomp allow-list and the user named; a
+    /// worker ([`confine_worker`]) also sets resource limits and, started
+    /// as root without a user, becomes `vgpu` or `nobody`.
+    Default { user: Option<String> },
+}
+
+/// Descriptors a worker may hold: its vrings, guest memory regions and
+/// the driver's files need a few hundred at most.
+const MAX_OPEN_FILES: libc::rlim_t = 4096;
+
+fn set_limit(resource: libc::__rlimit_resource_t, value: libc::rlim_t) -> io::Result<()> {
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `old` is valid for writing.
+    if unsafe { libc::getrlimit(resource, &mut old) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // Never raise: an unprivileged worker cannot, and need not.
+    let value = value.min(old.rlim_max);
+    let new = libc::rlimit {
+        rlim_cur: value,
+        rlim_max: value,
+    };
+    // SAFETY: `new` is a valid rlimit read by the call.
+    if unsafe { libc::setrlimit(resource, &new) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn prctl(option: libc::c_int, arg: libc::c_ulong, what: &str) -> io::Result<()> {
+    // SAFETY: prctl with integer arguments on this process only.
+    if unsafe { libc::prctl(option, arg, 0, 0, 0) } != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("{what}: {e}")));
+    }
+    Ok(())
+}
+
+fn install_worker_filter() -> io::Result<()> {
+    install_filter(policy::worker(std::process::id()))
+}
+
+fn install_filter(policy: policy::Policy) -> io::Result<()> {
+    let prog = seccomp::compile(&policy).map_err(io::Error::other)?;
+    seccomp::install(&prog)?;
+    let allowed = policy
+        .rules
+        .values()
+        .filter(|rule| **rule == policy::Rule::Always(policy::Verdict::Allow))
+        .count();
+    log::info!(
+        "sandbox: seccomp filter of {} BPF instructions: {allowed} calls allowed, {} checked \
+         or refused, the rest ENOSYS",
+        prog.len(),
+        policy.rules.len() - allowed,
+    );
+    Ok(())
+}
+
+/// Gives a worker that will drop root a driver cache of its own: PoCL
+/// compiles and links every kernel in `POCL_CACHE_DIR` (by default under
+/// root's home, which the worker can no longer write), and a cache shared
+/// between VMs would let one VM's worker plant binaries another loads.
+/// Creates `$TMPDIR/vgpu-worker-<pid>` (mode 0700, owned by the worker's
+/// user) and points `POCL_CACHE_DIR` at it, unless already set.
+///
+/// Call before the device is opened (PoCL reads the variable once) and
+/// while the process has a single thread (it changes the environment).
+/// Returns the directory created, for the caller to remove at exit.
+pub fn prepare_worker(sandbox: &Sandbox) -> io::Result<Option<PathBuf>> {
+    let Sandbox::Default { user } = sandbox else {
+        return Ok(None);
+    };
+    if std::env::var_os("POCL_CACHE_DIR").is_some() {
+        return Ok(None);
+    }
+    let creds = user::target(user.as_deref())?;
+    let dir = std::env::temp_dir().join(format!("vgpu-worker-{}", std::process::id()));
+    // Fails if the path exists, symlinks included: never reuse a
+    // directory someone else may have made.
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    if let Some(creds) = &creds {
+        std::os::unix::fs::chown(&dir, Some(creds.uid), Some(creds.gid))?;
+    }
+    std::env::set_var("POCL_CACHE_DIR", &dir);
+    // CUDA's JIT cache likewise (cubins keyed by the PTX's hash).
+    if std::env::var_os("CUDA_CACHE_PATH").is_none() {
+        std::env::set_var("CUDA_CACHE_PATH", dir.join("cuda"));
+    }
+    Ok(Some(dir))
+}
+
+/// Confines a per-VM worker once its device is open and before it reads
+/// any guest input: [`drop_worker_privileges`], then [`filter_worker`].
+pub fn confine_worker(sandbox: &Sandbox) -> io::Result<()> {
+    drop_worker_privileges(sandbox)?;
+    filter_worker(sandbox)
+}
+
+/// The first half of a worker's confinement, done before its driver
+/// starts (so every file the driver makes, its kernel cache first, belongs
+/// to the user it keeps running as): RLIMIT_CORE 0 and a bounded
+/// RLIMIT_NOFILE, no new privileges, the unprivileged user (when root:
+/// `--user`, else `vgpu`, else `nobody`; supplementary groups of that
+/// user, none for `nobody`), not dumpable (other workers run as the same
+/// user). Files only root may read must be open before.
+pub fn drop_worker_privileges(sandbox: &Sandbox) -> io::Result<()> {
+    let Sandbox::Default { user } = sandbox else {
+        log::warn!("sandbox disabled (--sandbox none): the worker is not confined");
+        return Ok(());
+    };
+    // Looked up first: the user database may need files the filter
+    // would still allow but the new user could not read.
+    let creds = user::target(user.as_deref())?;
+    set_limit(libc::RLIMIT_CORE, 0)?;
+    set_limit(libc::RLIMIT_NOFILE, MAX_OPEN_FILES)?;
+    prctl(libc::PR_SET_NO_NEW_PRIVS, 1, "no_new_privs")?;
+    if let Some(creds) = &creds {
+        user::drop_to(creds)?;
+        log::info!(
+            "sandbox: running as {} ({}:{})",
+            creds.name,
+            creds.uid,
+            creds.gid
+        );
+        // A change of user clears the parent-death signal the supervisor
+        // set: a worker must still end with it.
+        prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGTERM as libc::c_ulong,
+            "pdeathsig",
+        )?;
+    }
+    prctl(libc::PR_SET_DUMPABLE, 0, "dumpable")
+}
+
+/// The second half: the seccomp allow-list on every thread, once the
+/// device is open and before the first byte from a guest.
+pub fn filter_worker(sandbox: &Sandbox) -> io::Result<()> {
+    if *sandbox == Sandbox::None {
+        return Ok(());
+    }
+    install_worker_filter()
+}
+
+/// Leaves the host's network: the daemon speaks only over unix sockets.
+/// Call first, before any thread exists (namespaces are per thread, and
+/// threads inherit them). Needs CAP_SYS_ADMIN; without it, a warning.
+pub fn isolate_network(sandbox: &Sandbox) {
+    if *sandbox == Sandbox::None {
+        return;
+    }
+    // SAFETY: unshare only changes this (still single) thread's namespace.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        log::warn!(
+            "sandbox: no private network namespace: {}",
+            io::Error::last_os_error()
+        );
+    }
+}
+
+/// Confines the supervisor once its sockets are bound: no new privileges
+/// and the supervisor's seccomp allow-list (the worker's, plus starting
+/// and confining workers). It keeps its user: `--user` is for the workers,
+/// which read guest input; the supervisor reads none.
+pub fn apply(sandbox: &Sandbox) -> io::Result<()> {
+    if *sandbox == Sandbox::None {
+        log::warn!("sandbox disabled (--sandbox none)");
+        return Ok(());
+    }
+    prctl(libc::PR_SET_NO_NEW_PRIVS, 1, "no_new_privs")?;
+    install_filter(policy::supervisor())
+}

@@ -1,0 +1,127 @@
+//! `vgpu-backend --probe-sandbox`: confines itself exactly as a worker
+//! does, then shows from inside that the device still computes and that
+//! the forbidden calls are refused. Prints one JSON object; succeeds only
+//! when the kernel's result is right and every call got the errno the
+//! filter gives.
+
+mod attempts;
+mod kernel;
+
+use serde_json::{json, Map, Value};
+
+use super::{confine_worker, prepare_worker, user::status_field, Sandbox};
+use crate::executor::opencl::{DeviceSelector, OpenClExecutor};
+use crate::executor::Executor;
+use attempts::Outcome;
+
+/// The symbolic name of the errnos the probe expects or commonly meets.
+fn errno_name(errno: i32) -> String {
+    let name = match errno {
+        libc::EPERM => "EPERM",
+        libc::ENOENT => "ENOENT",
+        libc::EBADF => "EBADF",
+        libc::EFAULT => "EFAULT",
+        libc::EINVAL => "EINVAL",
+        libc::EACCES => "EACCES",
+        libc::ENOSYS => "ENOSYS",
+        libc::EAFNOSUPPORT => "EAFNOSUPPORT",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::ENOKEY => "ENOKEY",
+        libc::ENODEV => "ENODEV",
+        _ => return format!("errno {errno}"),
+    };
+    name.to_string()
+}
+
+fn identity() -> Value {
+    // SAFETY: the get*id calls have no preconditions.
+    let ids = unsafe {
+        (
+            libc::getuid(),
+            libc::geteuid(),
+            libc::getgid(),
+            libc::getegid(),
+        )
+    };
+    json!({
+        "uid": ids.0,
+        "euid": ids.1,
+        "gid": ids.2,
+        "egid": ids.3,
+        "groups": status_field("Groups"),
+        "cap_eff": status_field("CapEff"),
+        "no_new_privs": status_field("NoNewPrivs"),
+        "seccomp": status_field("Seccomp"),
+        "dumpable": {
+            // SAFETY: prctl with a constant option and no pointers.
+            "value": unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) },
+        },
+    })
+}
+
+/// Tries every forbidden call; the report and whether all were refused as
+/// the filter says.
+fn forbidden_calls() -> (Value, bool) {
+    let mut report = Map::new();
+    let mut all_refused = true;
+    for attempt in attempts::ALL {
+        let outcome = attempts::run(attempt);
+        let as_expected = outcome == Outcome::Errno(attempt.expected);
+        all_refused &= as_expected;
+        let got = match outcome {
+            Outcome::Errno(e) => json!({ "errno": e, "name": errno_name(e) }),
+            Outcome::Succeeded => json!({ "errno": 0, "name": "succeeded" }),
+            Outcome::KilledBy(sig) => {
+                json!({ "errno": null, "name": format!("killed by signal {sig}") })
+            }
+            Outcome::NotRun(e) => {
+                json!({ "errno": null, "name": format!("not run: {}", errno_name(e)) })
+            }
+        };
+        let mut entry = got;
+        entry["expected"] = json!(errno_name(attempt.expected));
+        entry["refused"] = json!(as_expected);
+        report.insert(attempt.name.to_string(), entry);
+    }
+    (Value::Object(report), all_refused)
+}
+
+/// Runs the probe on the OpenCL device `selector` under `sandbox`; the
+/// JSON report and whether everything held.
+pub fn run(selector: &DeviceSelector, sandbox: &Sandbox) -> (Value, bool) {
+    let fail = |stage: &str, error: String| {
+        let report = json!({ "ok": false, "stage": stage, "error": error, "identity": identity() });
+        (report, false)
+    };
+    let cache = match prepare_worker(sandbox) {
+        Ok(dir) => dir,
+        Err(e) => return fail("prepare", e.to_string()),
+    };
+    let executor = match OpenClExecutor::open(selector) {
+        Ok(executor) => executor,
+        Err(e) => return fail("open device", e.to_string()),
+    };
+    if let Err(e) = confine_worker(sandbox) {
+        return fail("confine", e.to_string());
+    }
+    let kernel = match kernel::run(executor.device) {
+        Ok(elements) => json!({ "ok": true, "elements": elements }),
+        Err(e) => json!({ "ok": false, "error": e }),
+    };
+    let kernel_ok = kernel["ok"] == json!(true);
+    let (calls, all_refused) = forbidden_calls();
+    if let Some(dir) = cache {
+        // The worker's own directory: it may remove it, confined or not.
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    let ok = kernel_ok && all_refused;
+    let report = json!({
+        "ok": ok,
+        "device": executor.describe(),
+        "identity": identity(),
+        "kernel": kernel,
+        "all_refused": all_refused,
+        "forbidden_calls": calls,
+    });
+    (report, ok)
+}
