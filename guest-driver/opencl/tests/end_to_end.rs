@@ -616,3 +616,54 @@ fn zero_sized_ndranges_behave_as_natively() {
     let native = text(&run(Command::new(&program)));
     assert_eq!(without_platform(through), without_platform(native));
 }
+
+#[test]
+fn sub_devices_partition_and_run_kernels_as_natively() {
+    let Some(p) = prepared() else { return };
+    let backend = Backend::start(p, "sub-devices");
+    let program = c_program(p, "sub_devices");
+    let mut c = backend.command(p, &program);
+    c.arg("forged");
+    let output = run(c);
+    let through = text(&output);
+    assert!(output.status.success(), "{through}");
+    assert_eq!(probe_field(&through, "platform"), "vgpu", "{through}");
+    for scheme in ["equally", "by counts"] {
+        assert_eq!(probe_field(&through, &format!("{scheme} create")), "0 2");
+        for sub in 0..2 {
+            assert_eq!(
+                probe_field(&through, &format!("{scheme} release sub {sub}")),
+                "0"
+            );
+        }
+    }
+    for sub in 0..2 {
+        let line = format!("sub {sub} kernel");
+        let results: Vec<&str> = through
+            .lines()
+            .filter_map(|l| l.strip_prefix(&format!("{line}: ")))
+            .collect();
+        assert_eq!(results, ["0 0, correct 1024 of 1024"; 2], "{through}");
+    }
+    // Forged handles get CL_INVALID_DEVICE, whatever call they reach.
+    for call in ["partition", "info", "retain", "context"] {
+        assert_eq!(probe_field(&through, &format!("forged {call}")), "-33");
+    }
+    // PoCL lists the parent instead of a context's sub-devices (so one
+    // device) in CL_CONTEXT_DEVICES and CL_PROGRAM_DEVICES; vgpu lists the
+    // sub-devices, as the specification says. Every other line agrees.
+    let comparable = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| {
+                !(l.starts_with("platform: ")
+                    || l.starts_with("forged ")
+                    || l.starts_with("context devices: ")
+                    || l.starts_with("program devices: ")
+                    || l.contains("build status"))
+            })
+            .map(String::from)
+            .collect()
+    };
+    let native = text(&run(Command::new(&program)));
+    assert_eq!(comparable(&through), comparable(&native));
+}

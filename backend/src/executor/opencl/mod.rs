@@ -13,6 +13,7 @@ mod profile;
 pub mod seal;
 mod session;
 mod snapshot;
+mod subdevice;
 mod svm;
 
 use std::sync::Arc;

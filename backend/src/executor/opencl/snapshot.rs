@@ -451,7 +451,8 @@ impl OpenClSession {
             contexts.insert(
                 c.id,
                 Arc::new(
-                    self.new_context(&c.properties)
+                    self.device_refs(&[])
+                        .and_then(|devices| self.new_context(&c.properties, devices))
                         .map_err(fail("context", c.id))?,
                 ),
             );
@@ -558,8 +559,12 @@ impl OpenClSession {
             queues.insert(
                 q.id,
                 Arc::new(
-                    self.new_queue(context(q.context)?, &q.properties)
-                        .map_err(fail("queue", q.id))?,
+                    {
+                        let ctx = context(q.context)?;
+                        let device = ctx.devices[0].clone();
+                        self.new_queue(ctx, device, &q.properties)
+                    }
+                    .map_err(fail("queue", q.id))?,
                 ),
             );
         }
