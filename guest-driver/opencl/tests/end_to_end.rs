@@ -667,3 +667,27 @@ fn sub_devices_partition_and_run_kernels_as_natively() {
     let native = text(&run(Command::new(&program)));
     assert_eq!(comparable(&through), comparable(&native));
 }
+
+#[test]
+fn a_sampler_argument_of_the_wrong_size_is_refused_by_the_call() {
+    let Some(p) = prepared() else { return };
+    let backend = Backend::start(p, "sampler-arg-size");
+    let program = c_program(p, "sampler_arg_size");
+    let through = text(&run(backend.command(p, &program)));
+    assert_eq!(probe_field(&through, "platform"), "vgpu", "{through}");
+    for case in ["double size", "half size", "double size after"] {
+        // CL_INVALID_ARG_SIZE
+        assert_eq!(probe_field(&through, case), "-51", "{case}: {through}");
+    }
+    assert_eq!(probe_field(&through, "right size"), "0", "{through}");
+    // No deferred error surfaces at the next synchronizing call.
+    assert_eq!(probe_field(&through, "finish"), "0", "{through}");
+    let native = text(&run(Command::new(&program)));
+    let without_platform = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| !l.starts_with("platform: "))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(without_platform(&through), without_platform(&native));
+}
