@@ -358,3 +358,25 @@ fn sub_devices_count_against_the_object_quota() {
     assert!(!statuses[1].is_success(), "{reply:?}");
     assert_eq!(statuses[2], Status::INVALID_DEVICE);
 }
+
+#[test]
+fn a_rehome_to_a_device_that_cannot_partition_so_is_refused_and_changes_nothing() {
+    // PoCL's basic device has one compute unit and no partition scheme.
+    let env = [("POCL_DEVICES", "pthread basic")];
+    let backend = Backend::start_with(&["--device", "opencl:pthread"], &env);
+    let mut raw = backend.raw();
+    setup(&mut raw);
+    let before = observe(&mut raw);
+    let (ok, out) = backend.ctl(&["rehome", "--device", "opencl:basic"]);
+    assert!(
+        !ok,
+        "re-homed sub-devices onto a device without them: {out}"
+    );
+    assert!(
+        out.contains("partitioned equally (1)") && out.contains("offers no such partition"),
+        "{out}"
+    );
+    // Still on the first device, with the same objects.
+    let after = observe(&mut raw);
+    assert!(after == before, "results differ after the refused re-home");
+}

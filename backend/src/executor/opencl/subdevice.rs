@@ -15,8 +15,9 @@ use super::session::OpenClSession;
 const PARTITION_EQUALLY: u64 = 0x1086;
 const PARTITION_BY_COUNTS: u64 = 0x1087;
 const PARTITION_BY_AFFINITY_DOMAIN: u64 = 0x1088;
-const MAX_COMPUTE_UNITS: u32 = 0x1002;
-const PARTITION_MAX_SUB_DEVICES: u32 = 0x1043;
+pub(super) const MAX_COMPUTE_UNITS: u32 = 0x1002;
+pub(super) const PARTITION_MAX_SUB_DEVICES: u32 = 0x1043;
+pub(super) const PARTITION_PROPERTIES: u32 = 0x1044;
 
 /// A raw device id of the host's platform.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +56,24 @@ impl Drop for SubDevice {
 pub struct DeviceRef {
     pub raw: RawDevice,
     pub sub: Option<Arc<SubDevice>>,
+}
+
+/// A partition property list as a person reads it.
+pub(super) fn describe_partition(properties: &[u64]) -> String {
+    let values: Vec<String> = properties
+        .iter()
+        .skip(1)
+        .take_while(|&&v| v != 0)
+        .map(u64::to_string)
+        .collect();
+    match properties.first() {
+        Some(&PARTITION_EQUALLY) => format!("equally ({})", values.join(", ")),
+        Some(&PARTITION_BY_COUNTS) => format!("by counts ({})", values.join(", ")),
+        Some(&PARTITION_BY_AFFINITY_DOMAIN) => {
+            format!("by affinity domain ({})", values.join(", "))
+        }
+        _ => format!("{properties:#x?}"),
+    }
 }
 
 /// Checks a partition property list against the parent's compute units and
@@ -121,7 +140,7 @@ pub(super) fn check_partition(
         .collect()
 }
 
-fn device_number(device: cl_device_id, param: u32) -> Result<u64, Status> {
+pub(super) fn device_number(device: cl_device_id, param: u32) -> Result<u64, Status> {
     let bytes = cl3::device::get_device_data(device, param).map_err(Status)?;
     let mut word = [0u8; 8];
     let n = bytes.len().min(8);

@@ -10,7 +10,10 @@ use vgpu_migration as m;
 
 use super::objects::{ContextEntry, QueueEntry};
 use super::session::OpenClSession;
-use super::subdevice::{DeviceRef, SubDevice};
+use super::subdevice::{
+    check_partition, describe_partition, device_number, DeviceRef, SubDevice, MAX_COMPUTE_UNITS,
+    PARTITION_MAX_SUB_DEVICES, PARTITION_PROPERTIES,
+};
 use crate::executor::SnapshotError;
 
 /// Ids of sub-devices: the guest handle of one the guest holds, a fresh id
@@ -106,12 +109,42 @@ impl OpenClSession {
         topology
     }
 
+    /// Refuses, before anything is built, a state whose sub-devices were
+    /// partitioned in a way this device does not offer or cannot fit.
+    pub(super) fn check_partitions(
+        &self,
+        topology: &m::DeviceTopology,
+    ) -> Result<(), SnapshotError> {
+        let device = self.device;
+        let number = |param| device_number(device, param).unwrap_or(0);
+        let (units, max) = (number(MAX_COMPUTE_UNITS), number(PARTITION_MAX_SUB_DEVICES));
+        let offered: Vec<u64> = cl3::device::get_device_data(device, PARTITION_PROPERTIES)
+            .unwrap_or_default()
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("chunks of 8")))
+            .collect();
+        for sub in topology.sub_devices.iter().filter(|s| s.parent.is_none()) {
+            let refuse = |reason: String| SnapshotError::Partition {
+                partition: describe_partition(&sub.properties),
+                reason,
+            };
+            let scheme = sub.properties.first().copied().unwrap_or(0);
+            if max == 0 || !offered.contains(&scheme) {
+                return Err(refuse("it offers no such partition".into()));
+            }
+            check_partition(&sub.properties, units, max)
+                .map_err(|_| refuse(format!("it has {units} compute units")))?;
+        }
+        Ok(())
+    }
+
     /// Partitions the device again as the saved sub-devices were, and
     /// gives the guest back its handles.
     pub(super) fn restore_sub_devices(
         &mut self,
         topology: &m::DeviceTopology,
     ) -> Result<HashMap<u64, Arc<SubDevice>>, SnapshotError> {
+        self.check_partitions(topology)?;
         let mut built: HashMap<u64, Arc<SubDevice>> = HashMap::new();
         for saved in &topology.sub_devices {
             let parent = match saved.parent {
@@ -125,8 +158,8 @@ impl OpenClSession {
                 .rebuild_sub_device(parent, &saved.properties, saved.index)
                 .map_err(|status| SnapshotError::Rebuild {
                     what: format!(
-                        "sub-device (partition {:#x?} of this device)",
-                        saved.properties
+                        "sub-device (partitioned {})",
+                        describe_partition(&saved.properties)
                     ),
                     id: saved.id,
                     status,
