@@ -64,6 +64,8 @@ pub(super) fn describe_partition(properties: &[u64]) -> String {
         .iter()
         .skip(1)
         .take_while(|&&v| v != 0)
+        // A guest's list may be long: a log line shows its start.
+        .take(16)
         .map(u64::to_string)
         .collect();
     match properties.first() {
@@ -185,7 +187,13 @@ impl OpenClSession {
             // A device too small to be partitioned further.
             return Err(Status::DEVICE_PARTITION_FAILED);
         }
-        let list = check_partition(properties, units, max)?;
+        let list = check_partition(properties, units, max).inspect_err(|status| {
+            crate::guest_warn!(
+                super::guard::warnings(),
+                "refusing a partition into sub-devices ({status}): {}",
+                describe_partition(properties)
+            );
+        })?;
         let devices = cl3::device::create_sub_devices(parent.raw.0, &list).map_err(Status)?;
         Ok(devices.into_iter().map(RawDevice).collect())
     }

@@ -99,9 +99,9 @@ fn create_sub_devices(
     if !out_devices.is_null() {
         for (i, &handle) in handles.iter().take(count as usize).enumerate() {
             let sub = Cl::publish(handle, Device::sub(handle, parent.clone()));
-            // SAFETY: the application passes room for `num_devices` ids,
-            // and `i < count <= num_devices`.
-            write(unsafe { out_devices.add(i) }, sub.as_ptr());
+            // The application passes room for `num_devices` ids, and
+            // `i < count <= num_devices`.
+            write(out_devices.wrapping_add(i), sub.as_ptr());
         }
     }
     write(num_devices_ret, count);
