@@ -372,11 +372,69 @@ fn a_rehome_to_a_device_that_cannot_partition_so_is_refused_and_changes_nothing(
         !ok,
         "re-homed sub-devices onto a device without them: {out}"
     );
+    // The profile check refuses it before anything moves.
     assert!(
-        out.contains("partitioned equally (1)") && out.contains("offers no such partition"),
+        out.contains("cannot partition equally, which the guest saw it could"),
         "{out}"
     );
     // Still on the first device, with the same objects.
     let after = observe(&mut raw);
     assert!(after == before, "results differ after the refused re-home");
+}
+
+#[test]
+fn a_profile_without_partitions_offers_none_and_refuses_vgpus_that_saw_them() {
+    let dir = std::env::temp_dir().join(format!("vgpu-nopart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let own = dir.join("own.prof");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_vgpu-backend"))
+        .arg("--write-profile")
+        .arg(&own)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut plain = vgpu_migration::Profile::from_bytes(&std::fs::read(&own).unwrap()).unwrap();
+    assert_eq!(plain.partition_properties, [EQUALLY, BY_COUNTS], "PoCL's");
+    plain.partition_properties.clear();
+    let plain_path = dir.join("plain.prof");
+    std::fs::write(&plain_path, plain.to_bytes()).unwrap();
+
+    let partitioned = Backend::start();
+    let mut raw = partitioned.raw();
+    setup(&mut raw);
+    let file = dir.join("partitioned.ckpt");
+    let (ok, out) = partitioned.ctl(&["checkpoint", file.to_str().unwrap()]);
+    assert!(ok, "{out}");
+
+    let without = Backend::start_with(&["--profile", plain_path.to_str().unwrap()], &[]);
+    let mut guest = without.raw();
+    guest.open_session(3);
+    let reply = guest.batch(
+        3,
+        &[
+            device_info(0, 0x1044), // CL_DEVICE_PARTITION_PROPERTIES
+            device_info(0, 0x1043), // CL_DEVICE_PARTITION_MAX_SUB_DEVICES
+            CreateSubDevices {
+                parent: 0,
+                properties: vec![EQUALLY, 1, 0],
+                devices: vec![5, 6],
+            }
+            .into(),
+        ],
+    );
+    assert_eq!(reply.records[0].payload, 0u64.to_le_bytes(), "no scheme");
+    assert_eq!(
+        reply.records[1].payload,
+        0u32.to_le_bytes(),
+        "no sub-devices"
+    );
+    assert_eq!(reply.records[2].status, Status::INVALID_VALUE);
+    // The vGPU that saw partitions is refused by the profile check, which
+    // names the schemes missing.
+    let (ok, out) = without.ctl(&["restore", file.to_str().unwrap()]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        !ok && out.contains("cannot partition equally") && out.contains("by counts"),
+        "{out}"
+    );
 }

@@ -64,6 +64,16 @@ fn advertised_value(profile: &vgpu_migration::Profile, param: u32) -> Option<Vec
         0x1020 => size(profile.max_constant_buffer_size),
         0x1023 => size(profile.local_mem_size),
         0x1016 => uint(profile.image_support as u32),
+        // Partitioning: the schemes the profile offers; the device's own
+        // limits where it offers any.
+        0x1044 if profile.partition_properties.is_empty() => size(0),
+        0x1044 => profile
+            .partition_properties
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+        0x1043 if profile.partition_properties.is_empty() => uint(0),
+        0x1045 if !profile.partition_properties.contains(&0x1088) => size(0),
         0x1030 => {
             let mut text = profile.extensions.join(" ").into_bytes();
             text.push(0);

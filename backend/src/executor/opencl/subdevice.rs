@@ -181,6 +181,13 @@ impl OpenClSession {
         parent: &DeviceRef,
         properties: &[u64],
     ) -> Result<Vec<RawDevice>, Status> {
+        // Only the schemes the vGPU's profile offers (the guest saw no other).
+        let scheme = properties.first().copied().unwrap_or(0);
+        if let Some(profile) = &self.advertised {
+            if !profile.partition_properties.contains(&scheme) {
+                return Err(Status::INVALID_VALUE);
+            }
+        }
         let units = device_number(parent.raw.0, MAX_COMPUTE_UNITS)?;
         let max = device_number(parent.raw.0, PARTITION_MAX_SUB_DEVICES)?;
         if max == 0 {
