@@ -59,6 +59,11 @@ static void run_on_each(cl_device_id *subs, cl_uint n) {
                listed[s] == subs[s] ? "yes" : "no");
     }
     cl_kernel kernel = clCreateKernel(prog, "scale", &err);
+    size_t wg = 0;
+    printf("work-group size, no device: %d\n",
+           clGetKernelWorkGroupInfo(kernel, NULL, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL));
+    printf("work-group size, sub 1: %d\n",
+           clGetKernelWorkGroupInfo(kernel, subs[n - 1], CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL));
     int in[N], out[N];
     for (int i = 0; i < N; i++)
         in[i] = i * 3 - 500;
