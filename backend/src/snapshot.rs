@@ -112,14 +112,18 @@ fn save_session(id: u64, exec: &mut ExecSessions, last_seq: u64) -> Result<Saved
     let mut opencl_buffers = Vec::new();
     let mut cuda_buffers = Vec::new();
     let mut images = Vec::new();
+    let mut devices = m::DeviceTopology::default();
     let mut drain = Duration::ZERO;
     for part in exec.sessions.iter_mut().filter(|s| !s.is_empty()) {
         let part = part.save(id)?;
         drain += part.drain;
         let part_images = part.state.images().to_vec();
+        let part_devices = part.state.devices().cloned().unwrap_or_default();
         let mut s = part.state.latest();
         let cuda = s.cuda.take();
-        match (s.has_opencl(), cuda) {
+        // A session may hold sub-devices and no other OpenCL object.
+        let opencl = s.has_opencl() || !part_devices.is_empty();
+        match (opencl, cuda) {
             (true, Some(_)) => {
                 return Err(
                     SnapshotError::Unsupported("an executor saving two APIs' objects").into(),
@@ -133,6 +137,7 @@ fn save_session(id: u64, exec: &mut ExecSessions, last_seq: u64) -> Result<Saved
                 state = s;
                 opencl_buffers = part.buffers;
                 images = part_images;
+                devices = part_devices;
             }
             (false, Some(_)) if state.cuda.is_some() => {
                 return Err(SnapshotError::Unsupported("a session on two CUDA devices").into())
@@ -177,9 +182,18 @@ fn save_session(id: u64, exec: &mut ExecSessions, last_seq: u64) -> Result<Saved
         }
     }
     opencl_buffers.extend(cuda_buffers);
-    // Version 4 only where there are images, so other states stay readable
-    // by builds that know version 3.
-    let state = if images.is_empty() {
+    // Version 4 only where there are images and 5 only where there are
+    // sub-devices, so other states stay readable by builds that know
+    // version 3.
+    let state = if !devices.is_empty() {
+        m::SessionStateV5 {
+            objects: state,
+            last_seq,
+            images,
+            devices,
+        }
+        .into()
+    } else if images.is_empty() {
         m::SessionStateV3 {
             objects: state,
             last_seq,
@@ -207,10 +221,9 @@ fn save_session(id: u64, exec: &mut ExecSessions, last_seq: u64) -> Result<Saved
 fn check_quota(state: &m::VgpuStateV1, limits: &crate::quota::Limits) -> Result<(), Error> {
     let (mut bytes, mut objects) = (0u64, 0u64);
     for session in &state.sessions {
-        let images: &[m::ImageState] = match session {
-            m::SessionState::V4(s) => &s.images,
-            _ => &[],
-        };
+        let images = session.images();
+        let sub_devices: &[m::SubDeviceState] =
+            session.devices().map_or(&[], |d| d.sub_devices.as_slice());
         let (s, cuda) = match session {
             m::SessionState::V1(s) => (
                 (
@@ -225,7 +238,8 @@ fn check_quota(state: &m::VgpuStateV1, limits: &crate::quota::Limits) -> Result<
             ),
             m::SessionState::V2(s)
             | m::SessionState::V3(m::SessionStateV3 { objects: s, .. })
-            | m::SessionState::V4(m::SessionStateV4 { objects: s, .. }) => (
+            | m::SessionState::V4(m::SessionStateV4 { objects: s, .. })
+            | m::SessionState::V5(m::SessionStateV5 { objects: s, .. }) => (
                 (
                     &s.contexts,
                     &s.queues,
@@ -245,7 +259,16 @@ fn check_quota(state: &m::VgpuStateV1, limits: &crate::quota::Limits) -> Result<
         macro_rules! held {
             ($($list:expr),*) => { 0u64 $(+ $list.iter().filter(|o| o.guest.is_some()).count() as u64)* };
         }
-        objects += held!(contexts, queues, buffers, programs, kernels, events, images);
+        objects += held!(
+            contexts,
+            queues,
+            buffers,
+            programs,
+            kernels,
+            events,
+            images,
+            sub_devices
+        );
         let top = buffers
             .iter()
             .filter(|b| b.parent.is_none())
@@ -317,6 +340,20 @@ fn rebuild_session(
             };
             (
                 (s.has_opencl() || !v4.images.is_empty()).then(|| opencl.into()),
+                s.cuda.is_some().then(|| s.cuda_only()),
+            )
+        }
+        m::SessionState::V5(v5) => {
+            let s = &v5.objects;
+            let opencl = m::SessionStateV5 {
+                objects: s.opencl().into(),
+                last_seq: v5.last_seq,
+                images: v5.images.clone(),
+                devices: v5.devices.clone(),
+            };
+            (
+                (s.has_opencl() || !v5.images.is_empty() || !v5.devices.is_empty())
+                    .then(|| opencl.into()),
                 s.cuda.is_some().then(|| s.cuda_only()),
             )
         }

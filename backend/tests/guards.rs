@@ -543,6 +543,7 @@ fn crafted(
                         SessionState::V2(s) => edit(s),
                         SessionState::V3(s) => edit(&mut s.objects),
                         SessionState::V4(s) => edit(&mut s.objects),
+                        SessionState::V5(s) => edit(&mut s.objects),
                     }
                 }
                 writer.write_state(&state).expect("write state");

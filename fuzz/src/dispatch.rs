@@ -586,7 +586,7 @@ fn operation(u: &mut Unstructured<'_>, model: &Model) -> Result<Request> {
             let (wait, event) = (wait(u)?, event(u)?);
             image_operation(u, wait, event)?
         }
-        _ => match u.int_in_range(0u8..=5)? {
+        _ => match u.int_in_range(0u8..=8)? {
             0 => SessionStats {}.into(),
             1 => Ping {}.into(),
             2 => OpenSession {
@@ -607,9 +607,42 @@ fn operation(u: &mut Unstructured<'_>, model: &Model) -> Result<Request> {
                 flags: 0,
             }
             .into(),
-            _ => Retain {
+            5 => Retain {
                 kind: ObjectKind::Sampler as u32,
                 handle: handle(u)?,
+            }
+            .into(),
+            // Partitions real, absurd and malformed, of the root device
+            // or of a (maybe forged) sub-device.
+            6 => CreateSubDevices {
+                parent: pick(u, &[0, 1, 2, u64::MAX])?,
+                properties: pick(
+                    u,
+                    &[
+                        &[0x1086, 1, 0][..],
+                        &[0x1087, 1, 1, 0, 0][..],
+                        &[0x1086, 1 << 31, 0][..],
+                        &[0x1087, u64::MAX, 2, 0, 0][..],
+                        &[0x1088, 1, 0][..],
+                        &[0x1086][..],
+                        &[][..],
+                    ],
+                )?
+                .to_vec(),
+                devices: handles(u)?,
+            }
+            .into(),
+            7 => CreateContextOnDevices {
+                context: handle(u)?,
+                properties: vec![],
+                devices: handles(u)?,
+            }
+            .into(),
+            _ => CreateQueueOnDevice {
+                queue: handle(u)?,
+                context: handle(u)?,
+                device: handle(u)?,
+                properties: vec![],
             }
             .into(),
         },

@@ -199,6 +199,19 @@ requests! {
     /// `clCreateBuffer(CL_MEM_USE_HOST_PTR)` over `[ptr, ptr + size)` of SVM.
     CreateSvmBuffer = 0x1067 { mem: u64, context: u64, flags: u64, ptr: u64, size: u64 }
 
+    // ---- OpenCL: sub-devices ------------------------------------------------
+    // Device handle 0 is the root device; others are sub-devices the guest
+    // named in `CreateSubDevices`.
+    /// `clCreateSubDevices` of `parent` with a partition property list
+    /// (zero-terminated). Reply: the number of sub-devices the partition
+    /// yields (`u32`). The first that many of `devices` name them; with no
+    /// `devices` the partition is only counted.
+    CreateSubDevices = 0x1070 { parent: u64, properties: Vec<u64>, devices: Vec<u64> }
+    /// `clCreateContext` on these devices.
+    CreateContextOnDevices = 0x1071 { context: u64, properties: Vec<u64>, devices: Vec<u64> }
+    /// A queue on one device of the context.
+    CreateQueueOnDevice = 0x1072 { queue: u64, context: u64, device: u64, properties: Vec<u64> }
+
     // ---- CUDA driver API (results are `CUresult` codes; see `cuda.rs`) ----
     // `ctx` names the guest's current context where the call needs one;
     // stream 0 is that context's NULL stream.

@@ -32,6 +32,8 @@ wire_enum! {
         Kernel = 5,
         Event = 6,
         Sampler = 7,
+        /// A sub-device (the root device has no handle).
+        Device = 8,
     }
 }
 

@@ -32,6 +32,8 @@ pub enum SnapshotError {
     ForeignBinary { id: u64 },
     #[error("{0} cannot be snapshotted yet")]
     Unsupported(&'static str),
+    #[error("the vGPU has sub-devices partitioned {partition}; this device cannot partition so ({reason})")]
+    Partition { partition: String, reason: String },
 }
 
 impl SnapshotError {

@@ -107,15 +107,23 @@ struct Backend {
 
 impl Backend {
     fn start(p: &Prepared, name: &str) -> Backend {
+        Backend::start_with(p, name, "", &[])
+    }
+
+    /// A backend on `name`'s sockets with more options; `log` tells its
+    /// log apart from an earlier backend's on the same sockets.
+    fn start_with(p: &Prepared, name: &str, log: &str, args: &[&str]) -> Backend {
         let socket = p.dir.join(format!("{name}.sock"));
         let control = p.dir.join(format!("{name}.ctl"));
         let _ = std::fs::remove_file(&socket);
-        let log = std::fs::File::create(p.dir.join(format!("{name}.log"))).expect("log file");
+        let _ = std::fs::remove_file(&control);
+        let log = std::fs::File::create(p.dir.join(format!("{name}{log}.log"))).expect("log file");
         let child = Command::new(&p.backend)
             .arg("--socket")
             .arg(&socket)
             .arg("--control")
             .arg(&control)
+            .args(args)
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
             .spawn()
@@ -141,6 +149,23 @@ impl Backend {
         c.env("OCL_ICD_VENDORS", &p.icd_dir)
             .env("VGPU_SOCKET", &self.socket);
         c
+    }
+
+    /// A control command (its words), and its final answer line.
+    fn control(&self, words: &[&str]) -> String {
+        let mut stream = UnixStream::connect(&self.control).expect("control socket");
+        let line = format!(
+            "[{}]\n",
+            words
+                .iter()
+                .map(|w| format!("{w:?}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        stream.write_all(line.as_bytes()).expect("control request");
+        let answers = BufReader::new(stream).lines().map_while(Result::ok);
+        // Progress lines come first; the last line is the answer.
+        answers.last().unwrap_or_default()
     }
 
     /// The control socket's `status` answer.
@@ -615,4 +640,133 @@ fn zero_sized_ndranges_behave_as_natively() {
     }
     let native = text(&run(Command::new(&program)));
     assert_eq!(without_platform(through), without_platform(native));
+}
+
+#[test]
+fn sub_devices_partition_and_run_kernels_as_natively() {
+    let Some(p) = prepared() else { return };
+    let backend = Backend::start(p, "sub-devices");
+    let program = c_program(p, "sub_devices");
+    let mut c = backend.command(p, &program);
+    c.arg("forged");
+    let output = run(c);
+    let through = text(&output);
+    assert!(output.status.success(), "{through}");
+    assert_eq!(probe_field(&through, "platform"), "vgpu", "{through}");
+    for scheme in ["equally", "by counts"] {
+        assert_eq!(probe_field(&through, &format!("{scheme} create")), "0 2");
+        for sub in 0..2 {
+            assert_eq!(
+                probe_field(&through, &format!("{scheme} release sub {sub}")),
+                "0"
+            );
+        }
+    }
+    for sub in 0..2 {
+        let line = format!("sub {sub} kernel");
+        let results: Vec<&str> = through
+            .lines()
+            .filter_map(|l| l.strip_prefix(&format!("{line}: ")))
+            .collect();
+        assert_eq!(results, ["0 0, correct 1024 of 1024"; 2], "{through}");
+    }
+    // Forged handles get CL_INVALID_DEVICE, whatever call they reach.
+    for call in ["partition", "info", "retain", "context"] {
+        assert_eq!(probe_field(&through, &format!("forged {call}")), "-33");
+    }
+    // A kernel of a context with two devices names one in
+    // clGetKernelWorkGroupInfo: NULL is CL_INVALID_DEVICE.
+    assert_eq!(probe_field(&through, "work-group size, no device"), "-33");
+    // PoCL lists the parent instead of a context's sub-devices (so one
+    // device) in CL_CONTEXT_DEVICES and CL_PROGRAM_DEVICES, and so takes a
+    // NULL device above; vgpu lists the sub-devices, as the specification
+    // says. Every other line agrees.
+    let comparable = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| {
+                !(l.starts_with("platform: ")
+                    || l.starts_with("forged ")
+                    || l.starts_with("context devices: ")
+                    || l.starts_with("program devices: ")
+                    || l.starts_with("work-group size, no device: ")
+                    || l.contains("build status"))
+            })
+            .map(String::from)
+            .collect()
+    };
+    let native = text(&run(Command::new(&program)));
+    assert_eq!(comparable(&through), comparable(&native));
+}
+
+#[test]
+fn a_sampler_argument_of_the_wrong_size_is_refused_by_the_call() {
+    let Some(p) = prepared() else { return };
+    let backend = Backend::start(p, "sampler-arg-size");
+    let program = c_program(p, "sampler_arg_size");
+    let through = text(&run(backend.command(p, &program)));
+    assert_eq!(probe_field(&through, "platform"), "vgpu", "{through}");
+    for case in ["double size", "half size", "double size after"] {
+        // CL_INVALID_ARG_SIZE
+        assert_eq!(probe_field(&through, case), "-51", "{case}: {through}");
+    }
+    assert_eq!(probe_field(&through, "right size"), "0", "{through}");
+    // No deferred error surfaces at the next synchronizing call.
+    assert_eq!(probe_field(&through, "finish"), "0", "{through}");
+    let native = text(&run(Command::new(&program)));
+    let without_platform = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| !l.starts_with("platform: "))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(without_platform(&through), without_platform(&native));
+}
+
+#[test]
+fn a_program_on_sub_devices_survives_a_backend_restart_from_a_checkpoint() {
+    let Some(p) = prepared() else { return };
+    let name = "sub-device-restart";
+    let first = Backend::start(p, name);
+    let program = c_program(p, "sub_device_loop");
+    let mut child = first
+        .command(p, &program)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start sub_device_loop");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut output = String::new();
+    // Let it run a few rounds, then checkpoint and stop the backend.
+    for line in lines.by_ref() {
+        let line = line.expect("read");
+        output.push_str(&line);
+        output.push('\n');
+        if line == "PROGRESS 3" {
+            break;
+        }
+    }
+    assert!(output.contains("sub-devices: 0 2"), "{output}");
+    let checkpoint = p.dir.join("sub-device-restart.ckpt");
+    let path = checkpoint.to_str().expect("UTF-8 path");
+    let answer = first.control(&["checkpoint", path, "-", "exit"]);
+    assert!(answer.contains("\"buffer_bytes\""), "checkpoint: {answer}");
+    let mut first = first;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while first.child.try_wait().expect("backend state").is_none() {
+        assert!(Instant::now() < deadline, "the backend did not exit");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let second = Backend::start_with(p, name, "-restored", &["--restore", path]);
+    for line in lines {
+        let line = line.expect("read");
+        output.push_str(&line);
+        output.push('\n');
+    }
+    let status = child.wait().expect("wait");
+    drop(second);
+    assert!(status.success(), "{output}");
+    // Every round ran, on the sub-devices, with the CPU's results.
+    assert!(output.contains("PROGRESS 11"), "{output}");
+    assert_eq!(probe_field(&output, "sub 0 units"), "1", "{output}");
+    assert_eq!(probe_field(&output, "queue devices"), "yes", "{output}");
+    assert_eq!(probe_field(&output, "result"), "ok", "{output}");
 }

@@ -17,6 +17,8 @@ pub enum Shortfall {
     Extension(String),
     #[error("destination lacks {0}, which the guest saw")]
     Feature(&'static str),
+    #[error("destination cannot partition {0}, which the guest saw it could")]
+    Partition(&'static str),
     #[error("destination OpenCL C {offered} < {saw} the guest saw")]
     OpenClC { offered: Version, saw: Version },
     #[error("destination address bits {offered} differ from the {saw} the guest saw")]
@@ -59,6 +61,19 @@ fn endian(little: bool) -> &'static str {
         "little"
     } else {
         "big"
+    }
+}
+
+const PARTITION_EQUALLY: u64 = 0x1086;
+const PARTITION_BY_COUNTS: u64 = 0x1087;
+const PARTITION_BY_AFFINITY_DOMAIN: u64 = 0x1088;
+
+fn partition_name(scheme: u64) -> &'static str {
+    match scheme {
+        PARTITION_EQUALLY => "equally",
+        PARTITION_BY_COUNTS => "by counts",
+        PARTITION_BY_AFFINITY_DOMAIN => "by affinity domain",
+        _ => "by an unknown scheme",
     }
 }
 
@@ -136,6 +151,11 @@ pub fn check(saw: &Profile, offered: &Profile) -> Result<(), Incompatible> {
             out.push(Shortfall::Feature(what));
         }
     }
+    for scheme in &saw.partition_properties {
+        if !offered.partition_properties.contains(scheme) {
+            out.push(Shortfall::Partition(partition_name(*scheme)));
+        }
+    }
     if offered.opencl_c_version < saw.opencl_c_version {
         out.push(Shortfall::OpenClC {
             offered: offered.opencl_c_version,
@@ -204,6 +224,7 @@ pub(super) mod tests {
                 half: 0,
             },
             native_vector_widths: VectorWidths::default(),
+            partition_properties: vec![],
         }
     }
 
@@ -239,6 +260,7 @@ pub(super) mod tests {
                 half: 8,
             },
             native_vector_widths: VectorWidths::default(),
+            partition_properties: vec![PARTITION_EQUALLY, PARTITION_BY_COUNTS],
         }
     }
 
@@ -307,5 +329,11 @@ pub(super) mod tests {
         assert!(cpu_on_gpu
             .shortfalls
             .contains(&Shortfall::Extension("cl_khr_fp16".into())));
+        assert!(cpu_on_gpu
+            .shortfalls
+            .contains(&Shortfall::Partition("equally")));
+        assert!(cpu_on_gpu
+            .to_string()
+            .contains("destination cannot partition by counts, which the guest saw it could"));
     }
 }

@@ -11,7 +11,7 @@ pub use check::{check, Incompatible, Shortfall};
 pub use memory::{default_memory_size, MemorySizeError, MEMORY_GRANULE};
 pub use subset::SubsetError;
 
-use crate::codec::{self, record};
+use crate::codec::{self, record, Codec, Decoder, Encoder};
 
 record! {
     /// An OpenCL C version (`CL_DEVICE_OPENCL_C_VERSION`).
@@ -72,43 +72,113 @@ impl VectorWidths {
     }
 }
 
-record! {
-    /// The device-info values that decide whether a guest's work can move
-    /// to another device.
-    #[derive(Default)]
-    pub struct Profile {
-        /// `CL_DEVICE_TYPE` bits. Informational: a vGPU may move between
-        /// a CPU and a GPU; the type is never a reason to refuse.
-        pub device_type: u64,
-        pub max_work_group_size: u64,
-        pub max_work_item_dimensions: u32,
-        /// One entry per dimension.
-        pub max_work_item_sizes: Vec<u64>,
-        pub local_mem_size: u64,
-        pub global_mem_size: u64,
-        pub max_mem_alloc_size: u64,
-        pub max_constant_buffer_size: u64,
-        /// Largest total size of a kernel's arguments.
-        pub max_parameter_size: u64,
-        /// `CL_DEVICE_MEM_BASE_ADDR_ALIGN`, in bits: sub-buffer origins the
-        /// guest chose are aligned to it.
-        pub mem_base_addr_align: u32,
-        /// `CL_DEVICE_EXTENSIONS`, one name per entry.
-        pub extensions: Vec<String>,
-        pub image_support: bool,
-        /// Pointer size of kernels: changes the layout of structs the guest
-        /// passes by value, so it must match exactly.
-        pub address_bits: u32,
-        pub little_endian: bool,
-        pub opencl_c_version: Version,
-        /// Double precision (`CL_DEVICE_DOUBLE_FP_CONFIG` non-zero).
-        pub fp64: bool,
-        /// Half precision (`cl_khr_fp16`).
-        pub fp16: bool,
-        /// Hints: recorded and narrowed by the common subset, never a reason
-        /// to refuse (kernels run correctly at any width).
-        pub preferred_vector_widths: VectorWidths,
-        pub native_vector_widths: VectorWidths,
+/// The device-info values that decide whether a guest's work can move
+/// to another device.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Profile {
+    /// `CL_DEVICE_TYPE` bits. Informational: a vGPU may move between
+    /// a CPU and a GPU; the type is never a reason to refuse.
+    pub device_type: u64,
+    pub max_work_group_size: u64,
+    pub max_work_item_dimensions: u32,
+    /// One entry per dimension.
+    pub max_work_item_sizes: Vec<u64>,
+    pub local_mem_size: u64,
+    pub global_mem_size: u64,
+    pub max_mem_alloc_size: u64,
+    pub max_constant_buffer_size: u64,
+    /// Largest total size of a kernel's arguments.
+    pub max_parameter_size: u64,
+    /// `CL_DEVICE_MEM_BASE_ADDR_ALIGN`, in bits: sub-buffer origins the
+    /// guest chose are aligned to it.
+    pub mem_base_addr_align: u32,
+    /// `CL_DEVICE_EXTENSIONS`, one name per entry.
+    pub extensions: Vec<String>,
+    pub image_support: bool,
+    /// Pointer size of kernels: changes the layout of structs the guest
+    /// passes by value, so it must match exactly.
+    pub address_bits: u32,
+    pub little_endian: bool,
+    pub opencl_c_version: Version,
+    /// Double precision (`CL_DEVICE_DOUBLE_FP_CONFIG` non-zero).
+    pub fp64: bool,
+    /// Half precision (`cl_khr_fp16`).
+    pub fp16: bool,
+    /// Hints: recorded and narrowed by the common subset, never a reason
+    /// to refuse (kernels run correctly at any width).
+    pub preferred_vector_widths: VectorWidths,
+    pub native_vector_widths: VectorWidths,
+    /// The partition schemes offered (`CL_DEVICE_PARTITION_PROPERTIES`
+    /// without its 0; empty: the device cannot be partitioned).
+    pub partition_properties: Vec<u64>,
+}
+
+/// Marks the encoding that adds partition schemes. It comes where the
+/// first encoding starts with the device type, whose bits
+/// (`CL_DEVICE_TYPE_*`, or `CL_DEVICE_TYPE_ALL`) never reach this value, so
+/// profiles without partitions keep the first encoding, which builds that
+/// predate partitions read.
+const WITH_PARTITIONS: u64 = 0x7670_7266_0000_0002;
+
+impl Codec for Profile {
+    fn encode(&self, e: &mut Encoder) {
+        if !self.partition_properties.is_empty() {
+            e.u64(WITH_PARTITIONS);
+        }
+        self.device_type.encode(e);
+        self.max_work_group_size.encode(e);
+        self.max_work_item_dimensions.encode(e);
+        self.max_work_item_sizes.encode(e);
+        self.local_mem_size.encode(e);
+        self.global_mem_size.encode(e);
+        self.max_mem_alloc_size.encode(e);
+        self.max_constant_buffer_size.encode(e);
+        self.max_parameter_size.encode(e);
+        self.mem_base_addr_align.encode(e);
+        self.extensions.encode(e);
+        self.image_support.encode(e);
+        self.address_bits.encode(e);
+        self.little_endian.encode(e);
+        self.opencl_c_version.encode(e);
+        self.fp64.encode(e);
+        self.fp16.encode(e);
+        self.preferred_vector_widths.encode(e);
+        self.native_vector_widths.encode(e);
+        if !self.partition_properties.is_empty() {
+            self.partition_properties.encode(e);
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>) -> codec::Result<Self> {
+        let first = d.u64()?;
+        let with_partitions = first == WITH_PARTITIONS;
+        let device_type = if with_partitions { d.u64()? } else { first };
+        let mut profile = Profile {
+            device_type,
+            max_work_group_size: Codec::decode(d)?,
+            max_work_item_dimensions: Codec::decode(d)?,
+            max_work_item_sizes: Codec::decode(d)?,
+            local_mem_size: Codec::decode(d)?,
+            global_mem_size: Codec::decode(d)?,
+            max_mem_alloc_size: Codec::decode(d)?,
+            max_constant_buffer_size: Codec::decode(d)?,
+            max_parameter_size: Codec::decode(d)?,
+            mem_base_addr_align: Codec::decode(d)?,
+            extensions: Codec::decode(d)?,
+            image_support: Codec::decode(d)?,
+            address_bits: Codec::decode(d)?,
+            little_endian: Codec::decode(d)?,
+            opencl_c_version: Codec::decode(d)?,
+            fp64: Codec::decode(d)?,
+            fp16: Codec::decode(d)?,
+            preferred_vector_widths: Codec::decode(d)?,
+            native_vector_widths: Codec::decode(d)?,
+            partition_properties: Vec::new(),
+        };
+        if with_partitions {
+            profile.partition_properties = Codec::decode(d)?;
+        }
+        Ok(profile)
     }
 }
 
@@ -165,5 +235,22 @@ mod tests {
             ..Profile::default()
         };
         assert_eq!(Profile::from_bytes(&profile.to_bytes()), Ok(profile));
+    }
+
+    #[test]
+    fn partition_schemes_round_trip_and_leave_other_profiles_as_they_were() {
+        let plain = Profile {
+            device_type: 2,
+            extensions: Profile::parse_extensions("cl_khr_fp64"),
+            ..Profile::default()
+        };
+        let mut partitioned = plain.clone();
+        partitioned.partition_properties = vec![0x1086, 0x1087];
+        let bytes = partitioned.to_bytes();
+        assert_eq!(Profile::from_bytes(&bytes), Ok(partitioned));
+        // Without partitions, the first encoding: the device type first.
+        assert_eq!(plain.to_bytes()[..8], 2u64.to_le_bytes());
+        assert_eq!(bytes[..8], WITH_PARTITIONS.to_le_bytes());
+        assert_eq!(Profile::from_bytes(&plain.to_bytes()), Ok(plain));
     }
 }

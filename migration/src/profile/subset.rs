@@ -46,6 +46,8 @@ pub(super) fn common_subset(pool: &[Profile]) -> Result<Profile, SubsetError> {
         out.mem_base_addr_align = out.mem_base_addr_align.max(p.mem_base_addr_align);
         out.extensions.retain(|e| p.has_extension(e));
         out.image_support &= p.image_support;
+        out.partition_properties
+            .retain(|s| p.partition_properties.contains(s));
         out.opencl_c_version = out.opencl_c_version.min(p.opencl_c_version);
         out.fp64 &= p.fp64;
         out.fp16 &= p.fp16;
@@ -87,6 +89,7 @@ mod tests {
         assert_eq!(portable.max_parameter_size, 1024);
         assert_eq!(portable.mem_base_addr_align, 4096);
         assert!(!portable.image_support);
+        assert!(portable.partition_properties.is_empty(), "the GPU has none");
         assert!(!portable.fp16);
         assert_eq!(portable.preferred_vector_widths.half, 0);
         assert_eq!(portable.opencl_c_version, Version::new(1, 2));

@@ -537,11 +537,14 @@ mod tests {
     fn unknown_session_versions_are_refused() {
         use crate::state::*;
         let mut e = crate::codec::Encoder::new();
-        e.u32(5);
+        e.u32(SESSION_STATE_VERSION + 1);
         let err = from_bytes::<SessionState>(&e.into_bytes()).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unsupported session state version 5 (this build reads 1..=4)"
+            format!(
+                "unsupported session state version {} (this build reads 1..={SESSION_STATE_VERSION})",
+                SESSION_STATE_VERSION + 1
+            )
         );
     }
 

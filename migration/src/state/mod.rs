@@ -13,7 +13,9 @@
 //! `SessionState::V3` (V2, plus the sequence number of the last message the
 //! session ran) and `SessionState::V4` (V3, plus OpenCL images; written only
 //! for sessions that have images, so other states stay readable by builds
-//! that know V3).
+//! that know V3) and `SessionState::V5` (V4, plus sub-devices and the
+//! devices of each context and queue; written only for sessions that have
+//! sub-devices).
 
 mod cuda;
 mod device;
@@ -21,6 +23,7 @@ mod image;
 mod kernel;
 mod objects;
 mod program;
+mod subdevice;
 mod validate;
 
 pub use cuda::{
@@ -36,6 +39,7 @@ pub use objects::{
     QueueState, SamplerState, SubRegion,
 };
 pub use program::{DeviceBinary, LinkInput, ProgramBuild, ProgramOrigin, ProgramState};
+pub use subdevice::{DevicePlacement, DeviceTopology, SubDeviceState, ROOT_DEVICE};
 pub use validate::StateError;
 
 use crate::codec::{self, record, Codec, DecodeError, Decoder, Encoder, Result};
@@ -44,7 +48,7 @@ use crate::profile::Profile;
 /// The newest version of `VgpuState` this build writes.
 pub const STATE_VERSION: u32 = 1;
 /// The newest version of `SessionState` this build writes.
-pub const SESSION_STATE_VERSION: u32 = 4;
+pub const SESSION_STATE_VERSION: u32 = 5;
 
 /// A whole vGPU, as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +75,7 @@ pub enum SessionState {
     V2(SessionStateV2),
     V3(SessionStateV3),
     V4(SessionStateV4),
+    V5(SessionStateV5),
 }
 
 record! {
@@ -133,6 +138,17 @@ record! {
         pub objects: SessionStateV2,
         pub last_seq: u64,
         pub images: Vec<ImageState>,
+    }
+}
+
+record! {
+    /// A session's objects, sequence and images (as in `SessionStateV4`)
+    /// and its sub-devices.
+    pub struct SessionStateV5 {
+        pub objects: SessionStateV2,
+        pub last_seq: u64,
+        pub images: Vec<ImageState>,
+        pub devices: DeviceTopology,
     }
 }
 
@@ -257,6 +273,7 @@ impl VgpuState {
                 SessionState::V2(s) => (s.id, s.streamed().collect()),
                 SessionState::V3(s) => (s.objects.id, s.objects.streamed().collect()),
                 SessionState::V4(s) => (s.objects.id, s.streamed().collect()),
+                SessionState::V5(s) => (s.objects.id, streamed(&s.objects, &s.images).collect()),
             };
             out.extend(streamed.into_iter().map(|(buffer, size)| StreamedBuffer {
                 session: id,
@@ -290,6 +307,7 @@ impl SessionState {
             SessionState::V2(session) => session,
             SessionState::V3(session) => session.objects,
             SessionState::V4(session) => session.objects,
+            SessionState::V5(session) => session.objects,
         }
     }
 
@@ -297,7 +315,17 @@ impl SessionState {
     pub fn images(&self) -> &[ImageState] {
         match self {
             SessionState::V4(session) => &session.images,
+            SessionState::V5(session) => &session.images,
             _ => &[],
+        }
+    }
+
+    /// The session's sub-devices and device placements (none before
+    /// version 5).
+    pub fn devices(&self) -> Option<&DeviceTopology> {
+        match self {
+            SessionState::V5(session) => Some(&session.devices),
+            _ => None,
         }
     }
 
@@ -308,6 +336,7 @@ impl SessionState {
             SessionState::V1(_) | SessionState::V2(_) => None,
             SessionState::V3(session) => Some(session.last_seq),
             SessionState::V4(session) => Some(session.last_seq),
+            SessionState::V5(session) => Some(session.last_seq),
         }
     }
 
@@ -317,6 +346,7 @@ impl SessionState {
             SessionState::V2(session) => session.id,
             SessionState::V3(session) => session.objects.id,
             SessionState::V4(session) => session.objects.id,
+            SessionState::V5(session) => session.objects.id,
         }
     }
 
@@ -326,6 +356,7 @@ impl SessionState {
             SessionState::V2(_) => 2,
             SessionState::V3(_) => 3,
             SessionState::V4(_) => 4,
+            SessionState::V5(_) => 5,
         }
     }
 }
@@ -360,21 +391,35 @@ impl From<SessionStateV4> for SessionState {
     }
 }
 
+impl From<SessionStateV5> for SessionState {
+    fn from(session: SessionStateV5) -> Self {
+        SessionState::V5(session)
+    }
+}
+
 impl SessionStateV4 {
     /// Streamed contents: OpenCL buffers, then images with contents of
     /// their own, then CUDA allocations and globals.
     fn streamed(&self) -> impl Iterator<Item = (ObjectId, u64)> + '_ {
-        let buffers = self.objects.buffers.iter().filter(|b| b.parent.is_none());
-        buffers
-            .map(|b| (b.id, b.size))
-            .chain(
-                self.images
-                    .iter()
-                    .filter(|i| i.buffer.is_none())
-                    .map(|i| (i.id, i.size)),
-            )
-            .chain(self.objects.cuda.iter().flat_map(|c| c.streamed()))
+        streamed(&self.objects, &self.images)
     }
+}
+
+/// What `SessionStateV4::streamed` lists, for any version with images.
+fn streamed<'a>(
+    objects: &'a SessionStateV2,
+    images: &'a [ImageState],
+) -> impl Iterator<Item = (ObjectId, u64)> + 'a {
+    let buffers = objects.buffers.iter().filter(|b| b.parent.is_none());
+    buffers
+        .map(|b| (b.id, b.size))
+        .chain(
+            images
+                .iter()
+                .filter(|i| i.buffer.is_none())
+                .map(|i| (i.id, i.size)),
+        )
+        .chain(objects.cuda.iter().flat_map(|c| c.streamed()))
 }
 
 fn unsupported(what: &'static str, version: u32, max: u32) -> DecodeError {
@@ -405,6 +450,7 @@ impl Codec for SessionState {
             SessionState::V2(session) => session.encode(e),
             SessionState::V3(session) => session.encode(e),
             SessionState::V4(session) => session.encode(e),
+            SessionState::V5(session) => session.encode(e),
         }
     }
 
@@ -414,6 +460,7 @@ impl Codec for SessionState {
             2 => Ok(SessionState::V2(SessionStateV2::decode(d)?)),
             3 => Ok(SessionState::V3(SessionStateV3::decode(d)?)),
             4 => Ok(SessionState::V4(SessionStateV4::decode(d)?)),
+            5 => Ok(SessionState::V5(SessionStateV5::decode(d)?)),
             version => Err(unsupported("session state", version, SESSION_STATE_VERSION)),
         }
     }

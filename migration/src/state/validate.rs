@@ -89,6 +89,7 @@ macro_rules! object {
 object!(
     ContextState => "context",
     QueueState => "queue",
+    SubDeviceState => "sub-device",
     BufferState => "buffer",
     SamplerState => "sampler",
     ImageState => "image",
@@ -195,24 +196,90 @@ pub(super) fn vgpu(state: &VgpuState) -> Check {
             SessionState::V1(s) => opencl(&OpenCl::from(s))?,
             SessionState::V2(s) => objects(id, s)?,
             SessionState::V3(s) => objects(id, &s.objects)?,
-            SessionState::V4(s) => {
-                let mut view = OpenCl::from(&s.objects);
-                view.images = &s.images;
-                opencl(&view)?;
-                if let Some(c) = &s.objects.cuda {
-                    cuda(id, c)?;
-                }
-                let mut seen = HashSet::new();
-                for (streamed, _) in s.streamed() {
-                    if streamed == 0 || !seen.insert(streamed) {
-                        return Err(StateError::StreamedId {
-                            session: id,
-                            id: streamed,
-                        });
-                    }
-                }
+            SessionState::V4(s) => with_images(id, &s.objects, &s.images)?,
+            SessionState::V5(s) => {
+                with_images(id, &s.objects, &s.images)?;
+                topology(id, &s.objects, &s.devices)?;
             }
         }
+    }
+    Ok(())
+}
+
+/// Checks a session's objects and images (version 4 and later).
+fn with_images(id: u64, objects: &SessionStateV2, images: &[ImageState]) -> Check {
+    let mut view = OpenCl::from(objects);
+    view.images = images;
+    opencl(&view)?;
+    if let Some(c) = &objects.cuda {
+        cuda(id, c)?;
+    }
+    let mut seen = HashSet::new();
+    for (streamed, _) in super::streamed(objects, images) {
+        if streamed == 0 || !seen.insert(streamed) {
+            return Err(StateError::StreamedId {
+                session: id,
+                id: streamed,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks sub-devices (each parent listed before its sub-devices) and the
+/// placements of contexts and queues (version 5).
+fn topology(session: u64, objects: &SessionStateV2, devices: &DeviceTopology) -> Check {
+    let subs = table(session, &devices.sub_devices)?;
+    let mut earlier = HashSet::new();
+    for sub in &devices.sub_devices {
+        if let Some(parent) = sub.parent {
+            if !earlier.contains(&parent) {
+                return Err(StateError::Dangling {
+                    session,
+                    kind: "sub-device",
+                    id: sub.id,
+                    target_kind: "sub-device listed before it",
+                    target: parent,
+                });
+            }
+        }
+        earlier.insert(sub.id);
+    }
+    let device = |kind: &'static str, id: ObjectId, target: ObjectId| -> Check {
+        if target == ROOT_DEVICE || subs.contains_key(&target) {
+            return Ok(());
+        }
+        Err(StateError::Dangling {
+            session,
+            kind,
+            id,
+            target_kind: "sub-device",
+            target,
+        })
+    };
+    let contexts = table(session, &objects.contexts)?;
+    for placed in &devices.contexts {
+        if !contexts.contains_key(&placed.object) || placed.devices.is_empty() {
+            return Err(StateError::BadId {
+                session,
+                kind: "context placement",
+                id: placed.object,
+            });
+        }
+        for &d in &placed.devices {
+            device("context", placed.object, d)?;
+        }
+    }
+    let queues = table(session, &objects.queues)?;
+    for placed in &devices.queues {
+        if !queues.contains_key(&placed.object) || placed.devices.len() != 1 {
+            return Err(StateError::BadId {
+                session,
+                kind: "queue placement",
+                id: placed.object,
+            });
+        }
+        device("queue", placed.object, placed.devices[0])?;
     }
     Ok(())
 }

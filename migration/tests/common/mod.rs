@@ -48,6 +48,7 @@ pub fn profile() -> Profile {
             half: 0,
         },
         native_vector_widths: VectorWidths::default(),
+        partition_properties: vec![],
     }
 }
 

@@ -163,6 +163,10 @@ impl Executor for CudaExecutor {
             | vgpu_migration::SessionState::V4(vgpu_migration::SessionStateV4 {
                 objects: state,
                 ..
+            })
+            | vgpu_migration::SessionState::V5(vgpu_migration::SessionStateV5 {
+                objects: state,
+                ..
             }) => snapshot::restore(self.shared.clone(), state),
         }
     }

@@ -91,6 +91,14 @@ pub fn admit(class: ArgClass, arg: ArgRecord) -> Result<ArgRecord, Status> {
         (ArgClass::Image, ArgRecord::Mem(_)) => Err(Status::INVALID_MEM_OBJECT),
         (ArgClass::Image, _) => Err(Status::INVALID_ARG_VALUE),
         (ArgClass::Sampler, arg @ ArgRecord::Sampler(_)) => Ok(arg),
+        // The size is checked before the value, as natively: bytes of
+        // another size than a cl_sampler are CL_INVALID_ARG_SIZE.
+        (ArgClass::Sampler, ArgRecord::Value(v)) if v.len() != pointer => {
+            Err(Status::INVALID_ARG_SIZE)
+        }
+        (ArgClass::Sampler, ArgRecord::Local(size)) if size as usize != pointer => {
+            Err(Status::INVALID_ARG_SIZE)
+        }
         (ArgClass::Sampler, _) => Err(Status::INVALID_SAMPLER),
         (_, ArgRecord::Sampler(_)) => Err(Status::INVALID_ARG_VALUE),
         // An image stands in for no buffer: the device would read its
@@ -130,6 +138,25 @@ pub fn admit(class: ArgClass, arg: ArgRecord) -> Result<ArgRecord, Status> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sampler_argument_checks_the_size_before_the_value() {
+        let admitted = |arg| admit(ArgClass::Sampler, arg).err();
+        for size in [4, 16] {
+            assert_eq!(
+                admitted(ArgRecord::Value(vec![0; size])),
+                Some(Status::INVALID_ARG_SIZE)
+            );
+            assert_eq!(
+                admitted(ArgRecord::Local(size as u64)),
+                Some(Status::INVALID_ARG_SIZE)
+            );
+        }
+        assert_eq!(
+            admitted(ArgRecord::Value(vec![7; 8])),
+            Some(Status::INVALID_SAMPLER)
+        );
+    }
 
     #[test]
     fn guest_bytes_never_reach_a_buffer_argument() {

@@ -289,7 +289,8 @@ impl OpenClSession {
         {
             return Ok(queue.clone());
         }
-        let queue = Arc::new(self.new_queue(context.clone(), &[])?);
+        let device = context.devices[0].clone();
+        let queue = Arc::new(self.new_queue(context.clone(), device, &[])?);
         self.internal_queues.push(queue.clone());
         Ok(queue)
     }

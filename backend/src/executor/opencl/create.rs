@@ -11,7 +11,11 @@ use vgpu_protocol::{ArgKind, Request, Status};
 use super::args;
 use super::objects::*;
 use super::session::OpenClSession;
+use super::subdevice::DeviceRef;
 use crate::chain::GuestIo;
+
+/// The most devices one context may name (sub-devices of a partition).
+const MAX_CONTEXT_DEVICES: usize = 256;
 
 /// Buffer flags under which the host may not write the buffer after
 /// creation (`CL_MEM_HOST_READ_ONLY`, `CL_MEM_HOST_NO_ACCESS`).
@@ -66,23 +70,37 @@ pub(super) fn queue_properties(guest: &[u64]) -> Result<Vec<u64>, Status> {
 }
 
 impl OpenClSession {
-    pub(super) fn new_context(&self, properties: &[u64]) -> Result<ContextEntry, Status> {
+    pub(super) fn new_context(
+        &self,
+        properties: &[u64],
+        devices: Vec<DeviceRef>,
+    ) -> Result<ContextEntry, Status> {
         let props = context_properties(properties, self.platform)?;
-        let raw = cl3::context::create_context(
-            &[self.device],
-            props.as_ptr(),
-            None,
-            std::ptr::null_mut(),
-        )
-        .map_err(Status)?;
+        let ids: Vec<_> = devices.iter().map(|d| d.raw.0).collect();
+        let raw = cl3::context::create_context(&ids, props.as_ptr(), None, std::ptr::null_mut())
+            .map_err(Status)?;
         Ok(ContextEntry {
             ctx: HostContext(raw),
             properties: properties.to_vec(),
+            devices,
         })
     }
 
     pub(super) fn create_context(&mut self, m: &CreateContext) -> Result<(), Status> {
-        let entry = self.new_context(&m.properties)?;
+        let entry = self.new_context(&m.properties, self.device_refs(&[])?)?;
+        self.contexts.insert(m.context, entry)?;
+        Ok(())
+    }
+
+    pub(super) fn create_context_on_devices(
+        &mut self,
+        m: &CreateContextOnDevices,
+    ) -> Result<(), Status> {
+        if m.devices.is_empty() || m.devices.len() > MAX_CONTEXT_DEVICES {
+            return Err(Status::INVALID_VALUE);
+        }
+        let devices = self.device_refs(&m.devices)?;
+        let entry = self.new_context(&m.properties, devices)?;
         self.contexts.insert(m.context, entry)?;
         Ok(())
     }
@@ -92,15 +110,20 @@ impl OpenClSession {
     pub(super) fn new_queue(
         &self,
         context: Arc<ContextEntry>,
+        device: DeviceRef,
         properties: &[u64],
     ) -> Result<QueueEntry, Status> {
+        // CL_INVALID_DEVICE if device is not one of the context's.
+        if !context.devices.iter().any(|d| d.raw == device.raw) {
+            return Err(Status::INVALID_DEVICE);
+        }
         super::guard::check_queue_properties(properties)?;
         let props = queue_properties(properties)?;
         // SAFETY: `props` is a zero-terminated list that outlives the call.
         let raw = unsafe {
             cl3::command_queue::create_command_queue_with_properties(
                 context.ctx.0,
-                self.device,
+                device.raw.0,
                 props.as_ptr(),
             )
         }
@@ -108,6 +131,7 @@ impl OpenClSession {
         Ok(QueueEntry {
             queue: HostQueue(raw),
             context,
+            device,
             properties: props,
             in_flight: Default::default(),
         })
@@ -115,7 +139,16 @@ impl OpenClSession {
 
     pub(super) fn create_queue(&mut self, m: &CreateQueue) -> Result<(), Status> {
         let context = self.contexts.get(m.context)?.clone();
-        let entry = self.new_queue(context, &m.properties)?;
+        let device = context.devices[0].clone();
+        let entry = self.new_queue(context, device, &m.properties)?;
+        self.queues.insert(m.queue, entry)?;
+        Ok(())
+    }
+
+    pub(super) fn create_queue_on_device(&mut self, m: &CreateQueueOnDevice) -> Result<(), Status> {
+        let context = self.contexts.get(m.context)?.clone();
+        let device = self.device_ref(m.device)?;
+        let entry = self.new_queue(context, device, &m.properties)?;
         self.queues.insert(m.queue, entry)?;
         Ok(())
     }
@@ -302,14 +335,12 @@ impl OpenClSession {
                 }
                 let device = super::seal::device_context(self.platform, self.device);
                 let binary = super::seal::unseal(&device, binary)?;
-                // SAFETY: one device, one binary slice that outlives the call.
-                unsafe {
-                    cl3::program::create_program_with_binary(
-                        context.ctx.0,
-                        &[self.device],
-                        &[binary],
-                    )
-                }
+                // Every device of a context is the served device or a part
+                // of it: one binary serves them all.
+                let ids = context.device_ids();
+                let binaries = vec![binary; ids.len()];
+                // SAFETY: one binary per device, slices that outlive the call.
+                unsafe { cl3::program::create_program_with_binary(context.ctx.0, &ids, &binaries) }
             }
             ProgramOrigin::Linked { inputs, options } => {
                 super::guard::check_options(options, Status::INVALID_LINKER_OPTIONS)?;
@@ -322,7 +353,7 @@ impl OpenClSession {
                 unsafe {
                     cl3::program::link_program(
                         context.ctx.0,
-                        &[self.device],
+                        &context.device_ids(),
                         &options,
                         &raw_inputs,
                         None,
@@ -393,7 +424,7 @@ impl OpenClSession {
                 let options = cstring(&with_arg_info(options), Status::INVALID_BUILD_OPTIONS)?;
                 cl3::program::build_program(
                     program.program.0,
-                    &[self.device],
+                    &program.context.device_ids(),
                     &options,
                     None,
                     std::ptr::null_mut(),
@@ -408,7 +439,7 @@ impl OpenClSession {
                 let options = cstring(&with_arg_info(options), Status::INVALID_COMPILER_OPTIONS)?;
                 cl3::program::compile_program(
                     program.program.0,
-                    &[self.device],
+                    &program.context.device_ids(),
                     &options,
                     &[],
                     &[],

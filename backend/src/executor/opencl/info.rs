@@ -64,6 +64,16 @@ fn advertised_value(profile: &vgpu_migration::Profile, param: u32) -> Option<Vec
         0x1020 => size(profile.max_constant_buffer_size),
         0x1023 => size(profile.local_mem_size),
         0x1016 => uint(profile.image_support as u32),
+        // Partitioning: the schemes the profile offers; the device's own
+        // limits where it offers any.
+        0x1044 if profile.partition_properties.is_empty() => size(0),
+        0x1044 => profile
+            .partition_properties
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+        0x1043 if profile.partition_properties.is_empty() => uint(0),
+        0x1045 if !profile.partition_properties.contains(&0x1088) => size(0),
         0x1030 => {
             let mut text = profile.extensions.join(" ").into_bytes();
             text.push(0);
@@ -88,7 +98,7 @@ impl OpenClSession {
                 .and_then(|a| advertised_value(a, p))
             {
                 Some(value) => return Ok(value),
-                None => cl3::device::get_device_data(self.device, p),
+                None => cl3::device::get_device_data(self.device_ref(h)?.raw.0, p),
             },
             InfoTarget::Context if p == CONTEXT_REFERENCE_COUNT => {
                 return ref_count(&self.contexts, h)
@@ -117,16 +127,20 @@ impl OpenClSession {
                 return Ok(self.programs.get(h)?.guest_build_options());
             }
             InfoTarget::ProgramBuild if p == PROGRAM_BUILD_LOG => {
-                let program = self.programs.get(h)?.program.0;
-                return cl3::program::get_program_build_data(program, self.device, p)
+                let program = self.programs.get(h)?;
+                let device = program.context.first_device();
+                return cl3::program::get_program_build_data(program.program.0, device, p)
                     .map(|log| super::guard::scrub_host_paths(&log))
                     .map_err(Status);
             }
-            InfoTarget::ProgramBuild => cl3::program::get_program_build_data(
-                self.programs.get(h)?.program.0,
-                self.device,
-                p,
-            ),
+            InfoTarget::ProgramBuild => {
+                let program = self.programs.get(h)?;
+                cl3::program::get_program_build_data(
+                    program.program.0,
+                    program.context.first_device(),
+                    p,
+                )
+            }
             InfoTarget::Kernel if p == KERNEL_REFERENCE_COUNT => {
                 return ref_count(&self.kernels, h)
             }
@@ -135,7 +149,9 @@ impl OpenClSession {
                 cl3::kernel::get_kernel_arg_data(self.kernels.get(h)?.raw, m.index, p)
             }
             InfoTarget::KernelWorkGroup => {
-                cl3::kernel::get_kernel_work_group_data(self.kernels.get(h)?.raw, self.device, p)
+                let kernel = self.kernels.get(h)?;
+                let device = kernel.program.context.first_device();
+                cl3::kernel::get_kernel_work_group_data(kernel.raw, device, p)
             }
             InfoTarget::Event if p == EVENT_REFERENCE_COUNT => return ref_count(&self.events, h),
             InfoTarget::Event => cl3::event::get_event_data(self.events.get(h)?.event.0, p),

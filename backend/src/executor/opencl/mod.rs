@@ -13,6 +13,8 @@ mod profile;
 pub mod seal;
 mod session;
 mod snapshot;
+mod subdevice;
+mod subdevice_state;
 mod svm;
 
 use std::sync::Arc;
@@ -228,6 +230,7 @@ impl Executor for OpenClExecutor {
     ) -> Result<super::RestoredSession, super::SnapshotError> {
         // A newer session state carries the OpenCL objects beside others.
         let images = state.images();
+        let devices = state.devices();
         let state = match state {
             vgpu_migration::SessionState::V1(state) => std::borrow::Cow::Borrowed(state),
             vgpu_migration::SessionState::V2(state)
@@ -238,10 +241,14 @@ impl Executor for OpenClExecutor {
             | vgpu_migration::SessionState::V4(vgpu_migration::SessionStateV4 {
                 objects: state,
                 ..
+            })
+            | vgpu_migration::SessionState::V5(vgpu_migration::SessionStateV5 {
+                objects: state,
+                ..
             }) => std::borrow::Cow::Owned(state.opencl()),
         };
         let session = self.new_session();
-        session.restore_session(&state, images, &self.identity())
+        session.restore_session(&state, images, devices, &self.identity())
     }
 
     fn open_session(&self) -> Box<dyn ExecSession> {

@@ -59,6 +59,21 @@ pub struct ContextEntry {
     pub ctx: HostContext,
     /// Guest properties (platform entries name the guest's platform).
     pub properties: Vec<u64>,
+    /// The devices it was created on (the root device, or sub-devices).
+    pub devices: Vec<super::subdevice::DeviceRef>,
+}
+
+impl ContextEntry {
+    /// The host ids of its devices, for calls that take a device list.
+    pub fn device_ids(&self) -> Vec<cl3::types::cl_device_id> {
+        self.devices.iter().map(|d| d.raw.0).collect()
+    }
+
+    /// The device queries about its programs and kernels ask (all of a
+    /// context's devices are the same device or equal parts of it).
+    pub fn first_device(&self) -> cl3::types::cl_device_id {
+        self.devices[0].raw.0
+    }
 }
 
 /// A buffer or sub-buffer.
@@ -194,6 +209,8 @@ impl Drop for HostKernel {
 pub struct QueueEntry {
     pub queue: HostQueue,
     pub context: Arc<ContextEntry>,
+    /// The device it runs on.
+    pub device: super::subdevice::DeviceRef,
     /// Properties as the guest gave them (zero-terminated list).
     pub properties: Vec<u64>,
     /// Commands issued and maybe not complete yet, oldest first, when the

@@ -67,6 +67,13 @@ pub fn device_profile(device: cl_device_id) -> Profile {
         fp16: extensions.split_whitespace().any(|e| e == "cl_khr_fp16"),
         preferred_vector_widths: widths(device, 0x1006),
         native_vector_widths: widths(device, 0x1036),
+        // CL_DEVICE_PARTITION_PROPERTIES, without the 0 of a device that
+        // has none.
+        partition_properties: bytes(device, 0x1044)
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("chunks of 8")))
+            .filter(|&p| p != 0)
+            .collect(),
     }
 }
 

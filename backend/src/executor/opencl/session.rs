@@ -22,6 +22,7 @@ pub struct OpenClSession {
     pub(super) kernels: HandleTable<HostKernel>,
     pub(super) events: HandleTable<EventEntry>,
     pub(super) samplers: HandleTable<super::image::HostSampler>,
+    pub(super) sub_devices: HandleTable<super::subdevice::SubDevice>,
     /// User events, shared with `aborter` (which may run on another thread).
     user_events: Arc<Mutex<Vec<Arc<EventEntry>>>>,
     pub(super) limits: QueueLimits,
@@ -63,6 +64,7 @@ impl OpenClSession {
             kernels: HandleTable::new(Status::INVALID_KERNEL),
             events: HandleTable::new(Status::INVALID_EVENT),
             samplers: HandleTable::new(Status::INVALID_SAMPLER),
+            sub_devices: HandleTable::new(Status::INVALID_DEVICE),
             user_events: Arc::new(Mutex::new(Vec::new())),
             internal_queues: Vec::new(),
             svm: Default::default(),
@@ -135,6 +137,7 @@ impl OpenClSession {
             ObjectKind::Kernel => apply!(self.kernels),
             ObjectKind::Event => apply!(self.events),
             ObjectKind::Sampler => apply!(self.samplers),
+            ObjectKind::Device => apply!(self.sub_devices),
         }
     }
 
@@ -207,6 +210,9 @@ impl ExecSession for OpenClSession {
             Request::EnqueueFillImage(m) => done(self.fill_image(m)),
             Request::CreateSampler(m) => done(self.create_sampler(m)),
             Request::Finish(m) => done(self.finish(m.queue)),
+            Request::CreateSubDevices(m) => self.create_sub_devices(m),
+            Request::CreateContextOnDevices(m) => done(self.create_context_on_devices(m)),
+            Request::CreateQueueOnDevice(m) => done(self.create_queue_on_device(m)),
             Request::SvmAlloc(m) => self.svm_alloc(m),
             Request::SvmFree(m) => done(self.svm_free(m)),
             Request::EnqueueSvmWrite(m) => done(self.svm_write(m, io)),
@@ -230,6 +236,7 @@ impl ExecSession for OpenClSession {
         counts[ObjectKind::Kernel.index()] = self.kernels.len() as u64;
         counts[ObjectKind::Event.index()] = self.events.len() as u64;
         counts[ObjectKind::Sampler.index()] = self.samplers.len() as u64;
+        counts[ObjectKind::Device.index()] = self.sub_devices.len() as u64;
         counts
     }
 
@@ -253,6 +260,7 @@ impl ExecSession for OpenClSession {
         self.kernels.set_quota(quota.clone());
         self.events.set_quota(quota.clone());
         self.samplers.set_quota(quota.clone());
+        self.sub_devices.set_quota(quota.clone());
         self.quota = Some(quota);
     }
 

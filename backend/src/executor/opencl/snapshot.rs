@@ -383,6 +383,18 @@ impl OpenClSession {
                 properties: context.properties.clone(),
             });
         }
+        let topology = self.save_topology(
+            &contexts
+                .order
+                .iter()
+                .map(|(id, c, _)| (*id, c.clone()))
+                .collect::<Vec<_>>(),
+            &queues
+                .order
+                .iter()
+                .map(|(id, q, _)| (*id, q.clone()))
+                .collect::<Vec<_>>(),
+        );
 
         let mut buffers: Vec<(u64, Box<dyn BufferSource>)> = Vec::new();
         for buffer in state.buffers.iter().filter(|b| b.parent.is_none()) {
@@ -416,8 +428,17 @@ impl OpenClSession {
                 Box::new(super::image::ImageContents::new(mem.clone(), queue)),
             ));
         }
-        // Version 4 only where there are images (see `vgpu_migration::state`).
-        let state = if images.is_empty() {
+        // Version 4 only where there are images, 5 only where there are
+        // sub-devices (see `vgpu_migration::state`).
+        let state = if !topology.is_empty() {
+            m::SessionStateV5 {
+                objects: state.into(),
+                last_seq: 0,
+                images,
+                devices: topology,
+            }
+            .into()
+        } else if images.is_empty() {
             m::SessionState::V1(state)
         } else {
             m::SessionStateV4 {
@@ -440,18 +461,27 @@ impl OpenClSession {
         mut self,
         saved: &m::SessionStateV1,
         images: &[m::ImageState],
+        topology: Option<&m::DeviceTopology>,
         device: &m::DeviceIdentity,
     ) -> Result<RestoredSession, SnapshotError> {
         let fail = |what: &str, id: u64| {
             let what = what.to_string();
             move |status: Status| SnapshotError::Rebuild { what, id, status }
         };
+        let root_only = m::DeviceTopology::default();
+        let topology = topology.unwrap_or(&root_only);
+        let subs = self.restore_sub_devices(topology)?;
         let mut contexts: HashMap<u64, Arc<ContextEntry>> = HashMap::new();
         for c in &saved.contexts {
+            let devices = topology
+                .context_devices(c.id)
+                .into_iter()
+                .map(|d| self.restored_device(&subs, d))
+                .collect::<Result<Vec<_>, _>>()?;
             contexts.insert(
                 c.id,
                 Arc::new(
-                    self.new_context(&c.properties)
+                    self.new_context(&c.properties, devices)
                         .map_err(fail("context", c.id))?,
                 ),
             );
@@ -558,8 +588,11 @@ impl OpenClSession {
             queues.insert(
                 q.id,
                 Arc::new(
-                    self.new_queue(context(q.context)?, &q.properties)
-                        .map_err(fail("queue", q.id))?,
+                    {
+                        let device = self.restored_device(&subs, topology.queue_device(q.id))?;
+                        self.new_queue(context(q.context)?, device, &q.properties)
+                    }
+                    .map_err(fail("queue", q.id))?,
                 ),
             );
         }

@@ -4,7 +4,7 @@ use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 
 use opencl_sys::*;
-use vgpu_protocol::messages::CreateContext;
+use vgpu_protocol::messages::{CreateContext, CreateContextOnDevices};
 
 use crate::api::device::matches_type;
 use crate::api::entry::{object_entry, status_entry};
@@ -66,6 +66,7 @@ fn parse_properties(ptr: *const cl_context_properties) -> ClResult<(Vec<isize>, 
 
 fn new_context(
     properties: *const cl_context_properties,
+    devices: Vec<Arc<Cl<Device>>>,
     pfn_notify: ContextNotify,
     user_data: *mut c_void,
 ) -> ClResult<cl_context> {
@@ -77,12 +78,22 @@ fn new_context(
     let connection = connection().ok_or(CL_INVALID_PLATFORM)?;
     let client = &connection.client;
     let handle = client.new_handle();
-    let create = CreateContext {
-        context: handle,
-        properties: remote,
+    let request = if devices.iter().all(|d| d.is_root()) {
+        CreateContext {
+            context: handle,
+            properties: remote,
+        }
+        .into()
+    } else {
+        CreateContextOnDevices {
+            context: handle,
+            properties: remote,
+            devices: devices.iter().map(|d| d.remote_handle()).collect(),
+        }
+        .into()
     };
-    client.defer(create.into()).map_err(|s| s.0)?;
-    let context = Cl::publish(handle, Context::new(connection.device.clone(), local));
+    client.defer(request).map_err(|s| s.0)?;
+    let context = Cl::publish(handle, Context::new(devices, local));
     Ok(context.as_ptr())
 }
 
@@ -98,10 +109,15 @@ fn create_context(
         return Err(CL_INVALID_VALUE);
     }
     // CL_INVALID_DEVICE if any device in devices is not a valid device.
+    // Duplicate devices are ignored.
+    let mut chosen: Vec<Arc<Cl<Device>>> = Vec::new();
     for &device in array(devices, num_devices as usize)? {
-        Cl::<Device>::get(device)?;
+        let device = Cl::<Device>::get(device)?;
+        if !chosen.iter().any(|d| Arc::ptr_eq(d, &device)) {
+            chosen.push(device);
+        }
     }
-    new_context(properties, pfn_notify, user_data)
+    new_context(properties, chosen, pfn_notify, user_data)
 }
 
 fn create_context_from_type(
@@ -115,7 +131,11 @@ fn create_context_from_type(
     if !matches_type(device_type)? {
         return Err(CL_DEVICE_NOT_FOUND);
     }
-    new_context(properties, pfn_notify, user_data)
+    let root = platform::connection()
+        .ok_or(CL_INVALID_PLATFORM)?
+        .device
+        .clone();
+    new_context(properties, vec![root], pfn_notify, user_data)
 }
 
 fn get_context_info(
@@ -128,8 +148,8 @@ fn get_context_info(
     let context = Cl::<Context>::get(context)?;
     let bytes = match param {
         CL_CONTEXT_REFERENCE_COUNT => info::u32(context.ref_count()),
-        CL_CONTEXT_NUM_DEVICES => info::u32(1),
-        CL_CONTEXT_DEVICES => info::ptr(context.device.as_ptr()),
+        CL_CONTEXT_NUM_DEVICES => info::u32(context.devices.len() as u32),
+        CL_CONTEXT_DEVICES => devices_info(&context.devices),
         CL_CONTEXT_PROPERTIES => context
             .properties
             .iter()
@@ -155,11 +175,16 @@ fn set_context_destructor_callback(
     Ok(())
 }
 
-/// The device argument of calls that take one: it must be the context's.
+/// The device argument of calls that take one: it must be one of the
+/// context's.
 pub(crate) fn check_device(context: &Arc<Cl<Context>>, device: cl_device_id) -> ClResult<()> {
-    let device = Cl::<Device>::get(device)?;
-    if !Arc::ptr_eq(&device, &context.device) {
-        return Err(CL_INVALID_DEVICE);
-    }
-    Ok(())
+    context.member(device).map(drop)
+}
+
+/// A `cl_device_id[]` info value.
+pub(crate) fn devices_info(devices: &[Arc<Cl<Device>>]) -> Vec<u8> {
+    devices
+        .iter()
+        .flat_map(|d| (d.as_ptr() as usize).to_ne_bytes())
+        .collect()
 }

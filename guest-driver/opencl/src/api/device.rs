@@ -21,7 +21,7 @@ status_entry! {
     fn clGetDeviceIDs(platform: cl_platform_id, device_type: cl_device_type, num_entries: cl_uint, devices: *mut cl_device_id, num_devices: *mut cl_uint) => get_device_ids;
     fn clGetDeviceInfo(device: cl_device_id, param_name: cl_device_info, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut usize) => get_device_info;
     fn clRetainDevice(device: cl_device_id) => retain_device;
-    fn clReleaseDevice(device: cl_device_id) => retain_device;
+    fn clReleaseDevice(device: cl_device_id) => release_device;
 }
 
 /// Whether the device matches a `cl_device_type` filter; `CL_INVALID_DEVICE_TYPE`
@@ -73,13 +73,32 @@ fn get_device_info(
     let device = Cl::<Device>::get(device)?;
     let bytes = match param {
         CL_DEVICE_PLATFORM => info::ptr(connection().ok_or(CL_INVALID_DEVICE)?.platform.as_ptr()),
-        CL_DEVICE_PARENT_DEVICE => info::ptr(std::ptr::null_mut()),
+        CL_DEVICE_PARENT_DEVICE => info::ptr(match &device.parent {
+            Some(parent) => parent.as_ptr(),
+            None => std::ptr::null_mut(),
+        }),
+        // A root device is not counted (it always answers 1).
+        CL_DEVICE_REFERENCE_COUNT if device.is_root() => info::u32(1),
+        CL_DEVICE_REFERENCE_COUNT => info::u32(device.ref_count()),
         _ => device.info(param)?,
     };
     write_info(&bytes, size, value, size_ret)
 }
 
-/// Retain and release of the (root) device: valid, no effect.
+/// `clRetainDevice`: counts sub-devices; the root device is valid and
+/// not counted.
 fn retain_device(device: cl_device_id) -> ClResult<()> {
-    Cl::<Device>::get(device).map(drop)
+    if Cl::<Device>::get(device)?.is_root() {
+        return Ok(());
+    }
+    Cl::<Device>::retain(device)
+}
+
+/// `clReleaseDevice`: a sub-device goes (and its backend handle with it)
+/// when nothing holds it any more; the root device is not counted.
+fn release_device(device: cl_device_id) -> ClResult<()> {
+    if Cl::<Device>::get(device)?.is_root() {
+        return Ok(());
+    }
+    Cl::<Device>::release(device)
 }

@@ -214,8 +214,9 @@ fn get_kernel_work_group_info(
 ) -> ClResult<()> {
     let kernel = Cl::<Kernel>::get(kernel)?;
     // CL_INVALID_DEVICE if device is not in the list of devices associated
-    // with kernel (NULL is allowed: there is only one).
-    if !device.is_null() {
+    // with kernel, or if device is NULL but there is more than one device
+    // associated with kernel.
+    if !device.is_null() || kernel.program.context.devices.len() > 1 {
         check_device(&kernel.program.context, device)?;
     }
     let bytes = kernel.work_group_info(param)?;

@@ -10,7 +10,7 @@ use vgpu_protocol::InfoTarget;
 
 use crate::api::context::check_device;
 use crate::api::entry::{object_entry, status_entry};
-use crate::api::util::{array, bytes, c_str, read, write, write_info};
+use crate::api::util::{array, bytes, c_str, write, write_info};
 use crate::core::context::Context;
 use crate::core::info;
 use crate::core::object::{Cl, ClResult};
@@ -179,8 +179,8 @@ fn get_program_info(
     let bytes = match param {
         CL_PROGRAM_REFERENCE_COUNT => info::u32(program.ref_count()),
         CL_PROGRAM_CONTEXT => info::ptr(program.context.as_ptr()),
-        CL_PROGRAM_NUM_DEVICES => info::u32(1),
-        CL_PROGRAM_DEVICES => info::ptr(program.context.device.as_ptr()),
+        CL_PROGRAM_NUM_DEVICES => info::u32(program.context.devices.len() as u32),
+        CL_PROGRAM_DEVICES => crate::api::context::devices_info(&program.context.devices),
         CL_PROGRAM_SOURCE => match &program.origin {
             Origin::Source(source) => info::string(&String::from_utf8_lossy(source)),
             _ => info::string(""),
@@ -205,15 +205,16 @@ fn get_binaries(
     size_ret: *mut usize,
 ) -> ClResult<()> {
     let slot = std::mem::size_of::<*mut c_uchar>();
-    write(size_ret, slot);
+    let devices = program.context.devices.len();
+    write(size_ret, slot * devices);
     if value.is_null() {
         return Ok(());
     }
-    if size < slot {
+    if size < slot * devices {
         return Err(CL_INVALID_VALUE);
     }
-    let target: *mut c_uchar = read(value as *const *mut c_uchar)?;
-    if target.is_null() {
+    let targets = array(value as *const *mut c_uchar, devices)?;
+    if targets.iter().all(|t| t.is_null()) {
         return Ok(());
     }
     let sizes = info::remote(
@@ -222,7 +223,9 @@ fn get_binaries(
         0,
         CL_PROGRAM_BINARY_SIZES,
     )?;
-    let len = info::le_number(&sizes) as usize;
+    let len = info::le_number(&sizes[..sizes.len().min(8)]) as usize;
+    // Every device of a context is the backend's device or a part of it:
+    // the backend hands out one binary, good for each of them.
     let binary = info::remote_with_room(
         InfoTarget::Program,
         program.handle(),
@@ -231,7 +234,9 @@ fn get_binaries(
         len + 64,
     )?;
     let n = binary.len().min(len);
-    crate::api::util::bytes_mut(target as *mut c_void, n)?.copy_from_slice(&binary[..n]);
+    for &target in targets.iter().filter(|t| !t.is_null()) {
+        crate::api::util::bytes_mut(target as *mut c_void, n)?.copy_from_slice(&binary[..n]);
+    }
     Ok(())
 }
 

@@ -3,9 +3,8 @@
 use std::ffi::c_void;
 
 use opencl_sys::*;
-use vgpu_protocol::messages::{CreateQueue, Flush};
+use vgpu_protocol::messages::{CreateQueue, CreateQueueOnDevice, Flush};
 
-use crate::api::context::check_device;
 use crate::api::entry::{object_entry, status_entry};
 use crate::api::util::{properties, write_info};
 use crate::core::context::Context;
@@ -43,7 +42,7 @@ fn create(
     let context = Cl::<Context>::get(context)?;
     // CL_INVALID_DEVICE if device is not a valid device or is not
     // associated with context.
-    check_device(&context, device)?;
+    let device = context.member(device)?;
     // CL_INVALID_VALUE if values specified in properties are not valid.
     if props & !KNOWN != 0 {
         return Err(CL_INVALID_VALUE);
@@ -62,16 +61,28 @@ fn create(
     } else {
         vec![u64::from(CL_QUEUE_PROPERTIES), props, 0]
     };
-    let create = CreateQueue {
-        queue: handle,
-        context: context.handle(),
-        properties: remote,
+    let request = if device.is_root() {
+        CreateQueue {
+            queue: handle,
+            context: context.handle(),
+            properties: remote,
+        }
+        .into()
+    } else {
+        CreateQueueOnDevice {
+            queue: handle,
+            context: context.handle(),
+            device: device.remote_handle(),
+            properties: remote,
+        }
+        .into()
     };
-    client.defer(create.into()).map_err(|s| s.0)?;
+    client.defer(request).map_err(|s| s.0)?;
     let queue = Cl::publish(
         handle,
         Queue {
             context,
+            device,
             properties: props,
             properties_array: array,
         },
@@ -124,7 +135,7 @@ fn get_command_queue_info(
     let queue = Cl::<Queue>::get(queue)?;
     let bytes = match param {
         CL_QUEUE_CONTEXT => info::ptr(queue.context.as_ptr()),
-        CL_QUEUE_DEVICE => info::ptr(queue.context.device.as_ptr()),
+        CL_QUEUE_DEVICE => info::ptr(queue.device.as_ptr()),
         CL_QUEUE_REFERENCE_COUNT => info::u32(queue.ref_count()),
         CL_QUEUE_PROPERTIES => info::u64(queue.properties),
         CL_QUEUE_PROPERTIES_ARRAY => info::u64s(&queue.properties_array),

@@ -1,22 +1,28 @@
-//! The device: the backend's device as the application sees it. Values come
-//! from the backend once and are cached; a few are rewritten so the device
-//! describes what this library forwards (coarse-grained SVM only, no pipes, no
-//! partitioning) and so the name shows the layering.
+//! The device: the backend's device, or one of its sub-devices, as the
+//! application sees it. Values come from the backend once and are cached; a
+//! few are rewritten so the device describes what this library forwards
+//! (coarse-grained SVM only, no pipes) and so the name shows the layering.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use opencl_sys::*;
 use vgpu_protocol::messages::GetInfo;
 use vgpu_protocol::InfoTarget;
 
 use crate::core::info::{self, c_string};
-use crate::core::object::{kind, ClResult};
+use crate::core::object::{kind, Cl, ClResult};
 use crate::core::platform;
+use vgpu_protocol::ObjectKind;
 
-kind!(Device, CL_INVALID_DEVICE, None);
+// The root device has handle 0, which is never released.
+kind!(Device, CL_INVALID_DEVICE, Some(ObjectKind::Device));
 
 pub struct Device {
+    /// The backend's name for it: 0 for the root device.
+    handle: u64,
+    /// For a sub-device: the device it was partitioned from.
+    pub parent: Option<Arc<Cl<Device>>>,
     cache: Mutex<HashMap<cl_device_info, ClResult<Vec<u8>>>>,
     name: OnceLock<String>,
 }
@@ -53,8 +59,8 @@ const HIDDEN_EXTENSIONS: &[&str] = &[
 /// OpenCL C features that need host-API support this library lacks.
 const HIDDEN_FEATURES: &[&str] = &["__opencl_c_pipes", "__opencl_c_device_enqueue"];
 
-/// Parameters answered as zero: pipes, device-side queues and
-/// partitioning are not forwarded.
+/// Parameters answered as zero: pipes and device-side queues are not
+/// forwarded.
 const ZERO_PARAMS: &[cl_device_info] = &[
     CL_DEVICE_PIPE_SUPPORT,
     CL_DEVICE_MAX_PIPE_ARGS,
@@ -66,16 +72,36 @@ const ZERO_PARAMS: &[cl_device_info] = &[
     CL_DEVICE_QUEUE_ON_DEVICE_MAX_SIZE,
     CL_DEVICE_MAX_ON_DEVICE_QUEUES,
     CL_DEVICE_MAX_ON_DEVICE_EVENTS,
-    CL_DEVICE_PARTITION_MAX_SUB_DEVICES,
-    CL_DEVICE_PARTITION_AFFINITY_DOMAIN,
 ];
 
 impl Device {
+    /// The root device.
     pub fn new() -> Device {
         Device {
+            handle: 0,
+            parent: None,
             cache: Mutex::new(HashMap::new()),
             name: OnceLock::new(),
         }
+    }
+
+    /// A sub-device the backend created under `handle`.
+    pub fn sub(handle: u64, parent: Arc<Cl<Device>>) -> Device {
+        Device {
+            handle,
+            parent: Some(parent),
+            cache: Mutex::new(HashMap::new()),
+            name: OnceLock::new(),
+        }
+    }
+
+    /// The backend's name for the device (0: the root device).
+    pub fn remote_handle(&self) -> u64 {
+        self.handle
+    }
+
+    pub fn is_root(&self) -> bool {
+        self.parent.is_none()
     }
 
     /// The backend's answer for `param`, cached.
@@ -86,7 +112,7 @@ impl Device {
         let client = platform::client()?;
         let request = GetInfo {
             target: InfoTarget::Device as u32,
-            handle: 0,
+            handle: self.handle,
             index: 0,
             param,
         };
@@ -110,7 +136,6 @@ impl Device {
         }
         match param {
             CL_DEVICE_NAME => Ok(info::string(&self.name())),
-            CL_DEVICE_REFERENCE_COUNT => Ok(info::u32(1)),
             // Native kernels (host function pointers) cannot be forwarded.
             CL_DEVICE_EXECUTION_CAPABILITIES => {
                 let caps = info::le_number(&self.remote(param)?) & !CL_EXEC_NATIVE_KERNEL;
@@ -123,8 +148,6 @@ impl Device {
                 });
                 Ok(info::u64(caps))
             }
-            CL_DEVICE_PARTITION_PROPERTIES => Ok(info::usize(0)),
-            CL_DEVICE_PARTITION_TYPE => Ok(Vec::new()),
             CL_DEVICE_BUILT_IN_KERNELS => Ok(info::string("")),
             CL_DEVICE_BUILT_IN_KERNELS_WITH_VERSION => Ok(Vec::new()),
             CL_DEVICE_EXTENSIONS => {

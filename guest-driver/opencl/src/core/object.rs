@@ -152,7 +152,9 @@ impl<T: Kind> Drop for Cl<T> {
         let entry = T::registry().lock().remove(&(ptr as usize));
         drop(entry);
         self.inner.destroyed(ptr);
-        if let (Some(kind), Some(client)) = (T::REMOTE, platform::client_opt()) {
+        // Handle 0 names objects the backend never created (the root device).
+        let remote = T::REMOTE.filter(|_| self.handle != 0);
+        if let (Some(kind), Some(client)) = (remote, platform::client_opt()) {
             let release = vgpu_protocol::messages::Release {
                 kind: kind as u32,
                 handle: self.handle,

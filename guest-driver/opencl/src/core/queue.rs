@@ -6,10 +6,13 @@ use opencl_sys::{cl_command_queue_properties, CL_INVALID_COMMAND_QUEUE};
 use vgpu_protocol::ObjectKind;
 
 use crate::core::context::Context;
+use crate::core::device::Device;
 use crate::core::object::{kind, Cl};
 
 pub struct Queue {
     pub context: Arc<Cl<Context>>,
+    /// The context's device it runs on.
+    pub device: Arc<Cl<Device>>,
     /// `CL_QUEUE_PROPERTIES`.
     pub properties: cl_command_queue_properties,
     /// `CL_QUEUE_PROPERTIES_ARRAY`: the list given to
