@@ -26,6 +26,9 @@ pub enum WorkerEvent {
     Failed { error: String },
     /// A front-end connected: the supervisor starts the next standby.
     Connected,
+    /// The front-end went away; the worker is ending (control commands no
+    /// longer reach its VM).
+    Disconnected,
     /// The front-end went away: the device counters of its whole life,
     /// so the supervisor's per-device totals keep them.
     Finished { devices: Vec<DeviceFigures> },

@@ -122,6 +122,12 @@ impl Supervisor {
         Ok(link)
     }
 
+    /// The worker's front-end went away: commands no longer go to it.
+    fn stop_serving(&self, link: &WorkerLink) {
+        let mut serving = self.serving.lock().unwrap_or_else(|e| e.into_inner());
+        serving.retain(|id| *id != link.vm_id);
+    }
+
     fn forget(&self, link: &WorkerLink) {
         let mut links = self.links.lock().unwrap_or_else(|e| e.into_inner());
         links.retain(|l| l.pid != link.pid);
@@ -259,7 +265,7 @@ fn serve_front_ends(supervisor: &Arc<Supervisor>, mut standby: Arc<WorkerLink>) 
                 remove_worker_cache(standby.pid);
                 pause_before_restart(supervisor);
             }
-            Some(WorkerEvent::Finished { .. }) | None => {
+            Some(WorkerEvent::Finished { .. } | WorkerEvent::Disconnected) | None => {
                 let status = standby.reap();
                 supervisor.forget(&standby);
                 remove_worker_cache(standby.pid);
@@ -313,9 +319,13 @@ fn watch(supervisor: Arc<Supervisor>, link: Arc<WorkerLink>) {
         .spawn(move || {
             let mut finished = false;
             while let Some(event) = link.next_event() {
-                if let WorkerEvent::Finished { devices } = event {
-                    supervisor.retire(devices);
-                    finished = true;
+                match event {
+                    WorkerEvent::Disconnected => supervisor.stop_serving(&link),
+                    WorkerEvent::Finished { devices } => {
+                        supervisor.retire(devices);
+                        finished = true;
+                    }
+                    _ => {}
                 }
             }
             let status = link.reap();

@@ -100,6 +100,8 @@ pub fn run(config: Config, role: WorkerRole) -> Result<(), ServerError> {
         Err(e) if e.to_string().contains("disconnected") => log::debug!("front-end {id}: {e}"),
         Err(e) => log::warn!("front-end {id}: {e}"),
     }
+    registry.release();
+    let _ = channel.send(&WorkerEvent::Disconnected, &[]);
     for handler in daemon.get_epoll_handlers() {
         handler.send_exit_event();
     }

@@ -51,6 +51,12 @@ impl Registry {
         *self.vm.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(vgpu);
     }
 
+    /// The front-end went away: its vGPU is no longer this worker's to
+    /// report or act on.
+    pub fn release(&self) {
+        *self.vm.lock().unwrap_or_else(|e| e.into_inner()) = Weak::new();
+    }
+
     /// The live vGPU, if a front-end is connected.
     pub fn live(&self) -> Option<Arc<Vgpu>> {
         self.vm.lock().unwrap_or_else(|e| e.into_inner()).upgrade()
