@@ -134,8 +134,8 @@ pub struct Args {
     /// Serve Prometheus metrics (HTTP GET /metrics) on `unix:PATH` or
     /// `tcp:ADDRESS:PORT` (e.g. tcp:127.0.0.1:9464); may be repeated. Off
     /// by default.
-    #[arg(long, value_name = "ENDPOINT", value_parser = crate::exporter::parse_endpoint)]
-    pub metrics: Vec<crate::exporter::Endpoint>,
+    #[arg(long, value_name = "ENDPOINT", value_parser = parse_endpoint)]
+    pub metrics: Vec<Endpoint>,
 
     /// How long, in microseconds, a VM's vring thread keeps looking for the
     /// guest's next request after the last one before it sleeps until the
@@ -196,14 +196,27 @@ pub struct Config {
     pub max_memory: Option<u64>,
     pub sandbox: crate::sandbox::Sandbox,
     /// `--metrics` endpoints.
-    pub metrics: Vec<crate::exporter::Endpoint>,
+    pub metrics: Vec<Endpoint>,
     /// Set in a worker process.
-    pub worker: Option<crate::worker::WorkerRole>,
+    pub worker: Option<WorkerRole>,
     /// The vring thread's poll budget (`--poll-us`).
     pub poll: std::time::Duration,
 }
 
 /// One device to serve.
+/// What the supervisor tells a worker on its command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerRole {
+    /// The worker's end of its channel to the supervisor.
+    pub channel: std::os::fd::RawFd,
+    /// The shared vhost-user listening socket.
+    pub listener: std::os::fd::RawFd,
+    /// The VM id this worker's front-end gets.
+    pub vm_id: u64,
+    /// Whether this worker rebuilds `--restore`'s checkpoint.
+    pub restore: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceSpec {
     OpenCl(DeviceSelector),
@@ -278,14 +291,36 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or(format!("size {text:?} is too large"))
 }
 
+/// Where to serve the metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    Unix(std::path::PathBuf),
+    Tcp(std::net::SocketAddr),
+}
+
+/// `unix:PATH` or `tcp:ADDRESS:PORT`.
+pub fn parse_endpoint(text: &str) -> Result<Endpoint, String> {
+    let bad = || {
+        format!("invalid --metrics {text:?}: expected unix:PATH or tcp:ADDRESS:PORT (e.g. tcp:127.0.0.1:9464)")
+    };
+    if let Some(path) = text.strip_prefix("unix:") {
+        if path.is_empty() {
+            return Err(bad());
+        }
+        return Ok(Endpoint::Unix(std::path::PathBuf::from(path)));
+    }
+    let address = text.strip_prefix("tcp:").ok_or_else(bad)?;
+    address.parse().map(Endpoint::Tcp).map_err(|_| bad())
+}
+
 /// `--worker CHANNEL,LISTENER,VM`.
-fn parse_worker(text: &str, restore: bool) -> Result<crate::worker::WorkerRole, ConfigError> {
+fn parse_worker(text: &str, restore: bool) -> Result<WorkerRole, ConfigError> {
     let bad = || ConfigError::BadWorker(text.to_string());
     let parts: Vec<&str> = text.split(',').collect();
     let [channel, listener, vm_id] = parts[..] else {
         return Err(bad());
     };
-    Ok(crate::worker::WorkerRole {
+    Ok(WorkerRole {
         channel: channel.parse().map_err(|_| bad())?,
         listener: listener.parse().map_err(|_| bad())?,
         vm_id: vm_id.parse().map_err(|_| bad())?,

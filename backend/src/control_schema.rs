@@ -109,22 +109,6 @@ pub struct ReportReply {
     pub pause_ms: f64,
 }
 
-impl From<&crate::snapshot::Report> for ReportReply {
-    fn from(report: &crate::snapshot::Report) -> ReportReply {
-        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-        ReportReply {
-            sessions: report.sessions,
-            buffer_bytes: report.buffer_bytes,
-            stream_bytes: report.stream_bytes,
-            drain_ms: ms(report.drain),
-            serialize_ms: ms(report.serialize),
-            rebuild_ms: ms(report.rebuild),
-            upload_ms: ms(report.upload),
-            pause_ms: ms(report.pause),
-        }
-    }
-}
-
 /// `rehome`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RehomedReply {

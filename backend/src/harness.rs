@@ -9,7 +9,7 @@ use vm_memory::{GuestAddress, GuestMemoryBackend};
 
 use crate::chain::{ByteStream, GuestIo, GuestRam, ResolvedChain, Segment};
 use crate::executor::Executor;
-use crate::session::{ExecSessions, SessionState};
+use crate::vgpu::session::{ExecSessions, SessionState};
 
 /// Size of the scratch guest memory a harness run uses.
 const MEMORY: usize = 64 << 20;
@@ -24,7 +24,7 @@ impl InProcess {
     pub fn new(executors: &[Arc<dyn Executor>]) -> InProcess {
         let mem =
             GuestRam::from_ranges(&[(GuestAddress(0), MEMORY)]).expect("anonymous guest memory");
-        let vm = crate::session::VmBounds {
+        let vm = crate::vgpu::session::VmBounds {
             quota: crate::quota::Quota::new(Default::default()),
             profile: Arc::new(crate::vgpu::offered_profile(executors)),
         };

@@ -3,16 +3,16 @@ use std::process::ExitCode;
 use clap::Parser;
 use vgpu_backend::config::{parse_device, parse_sandbox, Args, Config};
 use vgpu_backend::executor::opencl::OpenClExecutor;
-use vgpu_backend::server;
+use vgpu_backend::startup;
 
 fn main() -> ExitCode {
     let args = Args::parse();
     if args.print_capabilities {
-        println!("{}", server::capabilities_json());
+        println!("{}", startup::capabilities_json());
         return ExitCode::SUCCESS;
     }
     if let Some(path) = &args.write_profile {
-        return match server::write_profile(&args.device, args.memory, path) {
+        return match startup::write_profile(&args.device, args.memory, path) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("vgpu-backend: {e}");
@@ -57,7 +57,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("vgpu-backend: {}", server::error_chain(&e));
+            eprintln!("vgpu-backend: {}", startup::error_chain(&e));
             ExitCode::FAILURE
         }
     }

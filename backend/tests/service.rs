@@ -529,8 +529,8 @@ fn live_migration_transfers_are_timed_on_both_sides() {
     use std::sync::Arc;
     use vgpu_backend::executor::opencl::{DeviceSelector, OpenClExecutor};
     use vgpu_backend::executor::Executor;
-    use vgpu_backend::migrate::{finish_transfer, start_transfer, Transfer};
     use vgpu_backend::vgpu::Vgpu;
+    use vgpu_backend::vhost::device_state::{finish_transfer, start_transfer, Transfer};
     use vhost::vhost_user::message::VhostTransferStateDirection as Direction;
 
     let Ok(opencl) = OpenClExecutor::open(&DeviceSelector::First) else {

@@ -5,6 +5,10 @@
 pub mod cuda;
 pub mod opencl;
 
+/// How long a quiesce (checkpoint, migration, re-home) waits for one
+/// session's batch in progress before it fails that session's waits.
+pub const QUIESCE_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+
 use std::collections::HashMap;
 use std::time::Duration;
 

@@ -7,6 +7,8 @@
 //! that VM's worker and the supervisor starts the next standby. A worker
 //! that dies takes only its own VM's vGPU with it.
 
+pub mod control;
+pub mod exporter;
 mod gather;
 mod link;
 
@@ -22,7 +24,7 @@ use vhost::vhost_user::Listener;
 use crate::channel::WorkerEvent;
 use crate::config::Config;
 use crate::control_schema::DeviceFigures;
-use crate::server::ServerError;
+use crate::startup::ServerError;
 
 pub use gather::{metrics, status};
 use link::Spawn;
@@ -146,13 +148,14 @@ impl Supervisor {
 }
 
 pub fn run(config: Config) -> Result<(), ServerError> {
-    crate::server::block_shutdown_signals().map_err(ServerError::Signals)?;
+    crate::startup::block_shutdown_signals().map_err(ServerError::Signals)?;
     // Bound in the host's network namespace, before leaving it.
     let metrics = config
         .metrics
         .iter()
         .map(|e| {
-            crate::exporter::bind(e).map_err(|err| ServerError::Metrics(format!("{e:?}"), err))
+            crate::supervisor::exporter::bind(e)
+                .map_err(|err| ServerError::Metrics(format!("{e:?}"), err))
         })
         .collect::<Result<Vec<_>, _>>()?;
     crate::sandbox::isolate_network(&config.sandbox);
@@ -162,9 +165,10 @@ pub fn run(config: Config) -> Result<(), ServerError> {
         }
     }
     let control = match &config.control {
-        Some(path) => {
-            Some(crate::control::bind(path).map_err(|e| ServerError::Control(path.clone(), e))?)
-        }
+        Some(path) => Some(
+            crate::supervisor::control::bind(path)
+                .map_err(|e| ServerError::Control(path.clone(), e))?,
+        ),
         None => None,
     };
     // The supervisor keeps the user it was started as (it starts the
@@ -212,7 +216,7 @@ pub fn run(config: Config) -> Result<(), ServerError> {
         }
     }
     if let (Some(path), Some(listener)) = (&config.control, control) {
-        crate::control::spawn(listener, supervisor.clone())
+        crate::supervisor::control::spawn(listener, supervisor.clone())
             .map_err(|e| ServerError::Control(path.clone(), e))?;
     }
     let metric_paths: Vec<_> = metrics.iter().filter_map(|m| m.path()).collect();
@@ -374,7 +378,7 @@ fn wait_for_workers(supervisor: &Supervisor) {
 
 /// Waits for SIGINT or SIGTERM (blocked everywhere) on a thread of its own.
 fn spawn_signal_thread(supervisor: Arc<Supervisor>) -> std::io::Result<()> {
-    let set = crate::server::shutdown_signal_set();
+    let set = crate::startup::shutdown_signal_set();
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {

@@ -17,7 +17,7 @@ use crate::control_schema::{
     PausedReply, Progress, RehomedReply, ReportReply, StatusReply, VmFigures, VmStatus,
     WrittenReply,
 };
-use crate::server::error_chain;
+use crate::startup::error_chain;
 use crate::worker::registry::Registry;
 
 /// One line of JSON (serde_json escapes every newline inside strings).
@@ -51,10 +51,10 @@ pub fn run(
             let file = file.ok_or(needs_file("restore"))?;
             let started = Instant::now();
             vgpu.pause();
-            let result = crate::snapshot::restore(
+            let result = crate::persist::restore(
                 &vgpu,
                 std::io::BufReader::new(file),
-                crate::snapshot::Continuity::Unchecked,
+                crate::persist::Continuity::Unchecked,
             );
             vgpu.resume();
             let report = result.map_err(|e| {
@@ -156,7 +156,7 @@ fn checkpoint(
         vgpu.pause();
     }
     let writer = BufWriter::with_capacity(1 << 20, file);
-    let result = crate::snapshot::save(&vgpu, writer, Some(Box::new(progress)))
+    let result = crate::persist::save(&vgpu, writer, Some(Box::new(progress)))
         .map_err(|e| error_chain(&e))
         .and_then(|(writer, report)| {
             let file = writer.into_inner().map_err(|e| e.error().to_string())?;
@@ -249,10 +249,10 @@ pub fn metrics(registry: &Registry) -> MetricsReply {
 pub fn device_figures(registry: &Registry, memory_used: u64) -> Vec<DeviceFigures> {
     let probes = [0x1001, vgpu_protocol::opcode::CuLaunchKernel];
     let executors = registry.executors();
-    crate::metrics::APIS
+    crate::vgpu::metrics::APIS
         .iter()
         .zip(probes)
-        .zip(&crate::metrics::DEVICES)
+        .zip(&crate::vgpu::metrics::DEVICES)
         .filter_map(|((api, probe), c)| {
             let executor = executors.iter().find(|e| e.serves(probe))?;
             Some(DeviceFigures {

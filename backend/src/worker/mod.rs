@@ -12,7 +12,7 @@ mod commands;
 mod registry;
 mod requests;
 
-use std::os::fd::{FromRawFd, RawFd};
+use std::os::fd::FromRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -23,24 +23,12 @@ use vm_memory::GuestMemoryAtomic;
 use crate::chain::GuestRam;
 use crate::channel::{Channel, WorkerEvent};
 use crate::config::Config;
-use crate::device::VgpuDevice;
-use crate::server::{error_chain, ServerError};
+use crate::startup::{error_chain, ServerError};
 use crate::vgpu::Vgpu;
+use crate::vhost::device::VgpuDevice;
 
+pub use crate::config::WorkerRole;
 pub use registry::Registry;
-
-/// What the supervisor tells a worker on its command line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkerRole {
-    /// The worker's end of its channel to the supervisor.
-    pub channel: RawFd,
-    /// The shared vhost-user listening socket.
-    pub listener: RawFd,
-    /// The VM id this worker's front-end gets.
-    pub vm_id: u64,
-    /// Whether this worker rebuilds `--restore`'s checkpoint.
-    pub restore: bool,
-}
 
 /// Set once a front-end connected: a shutdown signal then ends the
 /// service cleanly instead of just exiting.
@@ -124,15 +112,15 @@ struct SetUp {
 /// Everything before the first byte from a guest: the device, the
 /// checkpoint to start from, the confinement.
 fn set_up(config: &Config, role: &WorkerRole) -> Result<SetUp, ServerError> {
-    crate::server::block_shutdown_signals().map_err(ServerError::Signals)?;
+    crate::startup::block_shutdown_signals().map_err(ServerError::Signals)?;
     // Still one thread: the driver's cache moves to a directory of the
     // worker's own before the driver is loaded.
     crate::sandbox::prepare_worker(&config.sandbox).map_err(ServerError::Sandbox)?;
     // What only the starting user may read: the binary key, the profile,
     // the checkpoint to start from.
-    crate::server::install_binary_key(config)?;
+    crate::startup::install_binary_key(config)?;
     let profile_limit = match &config.profile {
-        Some(path) => Some(Arc::new(crate::server::read_profile(path)?)),
+        Some(path) => Some(Arc::new(crate::startup::read_profile(path)?)),
         None => None,
     };
     let checkpoint = match (role.restore, &config.restore) {
@@ -144,7 +132,7 @@ fn set_up(config: &Config, role: &WorkerRole) -> Result<SetUp, ServerError> {
         _ => None,
     };
     crate::sandbox::drop_worker_privileges(&config.sandbox).map_err(ServerError::Sandbox)?;
-    let executors = crate::server::open_executors(config, &profile_limit)?;
+    let executors = crate::startup::open_executors(config, &profile_limit)?;
     let mut limits = config.limits;
     limits.memory_bytes = config
         .max_memory
@@ -162,10 +150,10 @@ fn set_up(config: &Config, role: &WorkerRole) -> Result<SetUp, ServerError> {
     registry.serve(&vgpu);
     if let Some((path, file)) = checkpoint {
         // Rebuilt before the front-end can send anything.
-        let report = crate::snapshot::restore(
+        let report = crate::persist::restore(
             &vgpu,
             std::io::BufReader::new(file),
-            crate::snapshot::Continuity::Checked,
+            crate::persist::Continuity::Checked,
         )
         .map_err(|e| ServerError::Restore(path.clone(), error_chain(&e)))?;
         log::info!(
@@ -191,7 +179,7 @@ fn set_up(config: &Config, role: &WorkerRole) -> Result<SetUp, ServerError> {
 /// SIGINT/SIGTERM (blocked in every thread): a standby worker just exits;
 /// a serving one ends its front-end's service cleanly first.
 fn spawn_signal_thread() -> std::io::Result<()> {
-    let set = crate::server::shutdown_signal_set();
+    let set = crate::startup::shutdown_signal_set();
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {

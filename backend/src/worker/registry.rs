@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use crate::control_schema::{ErrorCode, ErrorReply};
 use crate::executor::opencl::{DeviceSelector, OpenClExecutor};
 use crate::executor::Executor;
-use crate::server::error_chain;
+use crate::startup::error_chain;
 use crate::vgpu::Vgpu;
 
 pub struct Registry {
@@ -74,10 +74,7 @@ impl Registry {
 
     /// Moves the vGPU, if any, and this worker's later one to another
     /// OpenCL device.
-    pub fn rehome(
-        &self,
-        selector: &DeviceSelector,
-    ) -> Result<Vec<crate::snapshot::Report>, String> {
+    pub fn rehome(&self, selector: &DeviceSelector) -> Result<Vec<crate::persist::Report>, String> {
         let mut opencl = OpenClExecutor::open(selector).map_err(|e| e.to_string())?;
         opencl.queue_depth = self.queue_depth;
         opencl
@@ -87,7 +84,7 @@ impl Registry {
         let mut reports = Vec::new();
         if let Some(vgpu) = self.live() {
             let started = std::time::Instant::now();
-            let report = crate::snapshot::rehome(&vgpu, to.clone()).map_err(|e| error_chain(&e))?;
+            let report = crate::persist::rehome(&vgpu, to.clone()).map_err(|e| error_chain(&e))?;
             vgpu.metrics().rehomes.note(started.elapsed());
             reports.push(report);
         }

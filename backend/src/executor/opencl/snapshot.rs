@@ -174,7 +174,7 @@ impl OpenClSession {
             .map(|(_, queue, _)| queue.queue.0)
             .chain(self.internal_queues.iter().map(|q| q.queue.0))
             .collect();
-        let deadline = std::time::Instant::now() + crate::vgpu::QUIESCE_DRAIN;
+        let deadline = std::time::Instant::now() + crate::executor::QUIESCE_DRAIN;
         for &queue in &queues {
             // SAFETY: a live queue of the session; no wait list.
             let marker = unsafe {
@@ -197,7 +197,7 @@ impl OpenClSession {
                 crate::guest_warn!(
                     super::guard::warnings(),
                     "a session's commands wait on user events nobody set after {:?} of a quiesce: failing those events",
-                    crate::vgpu::QUIESCE_DRAIN
+                    crate::executor::QUIESCE_DRAIN
                 );
                 (crate::executor::ExecSession::aborter(self))();
             }

@@ -273,7 +273,7 @@ mod tests {
     #[test]
     fn state_bytes_come_from_the_sent_line() {
         let log = "[x INFO] front-end 1 connected\n\
-                   [y INFO vgpu_backend::migrate] device state: sent 1 session(s), 16781234 bytes (16777216 of buffers), drain 2ms\n";
+                   [y INFO vgpu_backend::vhost::device_state] device state: sent 1 session(s), 16781234 bytes (16777216 of buffers), drain 2ms\n";
         assert_eq!(state_bytes(log), Some(16781234));
         assert_eq!(
             state_bytes("device state: received 1 session(s), 5 bytes"),

@@ -93,7 +93,7 @@ pub struct SessionState {
     /// a close fails rather than compute on them.
     pub stale: bool,
     /// The VM's counters (its own until the vGPU hands it the VM's).
-    pub metrics: Arc<crate::metrics::VmMetrics>,
+    pub metrics: Arc<crate::vgpu::metrics::VmMetrics>,
 }
 
 impl SessionState {
@@ -136,7 +136,7 @@ impl SessionState {
         let mut reply = ReplyBuilder::new(batch.header.reply_capacity);
         // Counted here, published once per batch: a few atomic adds per
         // batch rather than per message.
-        let mut counts = crate::metrics::BatchCounts::default();
+        let mut counts = crate::vgpu::metrics::BatchCounts::default();
         for message in batch.messages {
             self.check_continuity(message.seq);
             let result = match message.body {

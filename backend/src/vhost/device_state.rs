@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 
 use vhost::vhost_user::message::VhostTransferStateDirection;
 
-use crate::server::error_chain;
+use crate::startup::error_chain;
 use crate::vgpu::Vgpu;
 
 /// Pipe capacity asked for during a transfer (the system's limit applies).
@@ -50,7 +50,7 @@ pub fn start_transfer(
         VhostTransferStateDirection::SAVE => thread.spawn(move || {
             let started = std::time::Instant::now();
             let writer = io::BufWriter::with_capacity(1 << 20, file);
-            crate::snapshot::save(&vgpu, writer, None)
+            crate::persist::save(&vgpu, writer, None)
                 .map_err(|e| error_chain(&e))
                 .and_then(|(mut w, report)| {
                     io::Write::flush(&mut w).map_err(|e| e.to_string())?;
@@ -64,8 +64,7 @@ pub fn start_transfer(
         VhostTransferStateDirection::LOAD => thread.spawn(move || {
             let started = std::time::Instant::now();
             let mut reader = io::BufReader::with_capacity(1 << 20, file);
-            match crate::snapshot::restore(&vgpu, &mut reader, crate::snapshot::Continuity::Checked)
-            {
+            match crate::persist::restore(&vgpu, &mut reader, crate::persist::Continuity::Checked) {
                 Ok(report) => Ok({
                     vgpu.metrics().migrations_in.note(started.elapsed());
                     format!(

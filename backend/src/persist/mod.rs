@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use vgpu_migration as m;
 
 use crate::executor::{Executor, SavedSession, SnapshotError};
-use crate::session::{ExecSessions, SessionState, VmBounds};
+use crate::vgpu::session::{ExecSessions, SessionState, VmBounds};
 use crate::vgpu::Vgpu;
 
 /// Bytes of buffer contents per stream chunk (the stream's limit).
@@ -635,6 +635,23 @@ pub fn rehome(vgpu: &Arc<Vgpu>, to: Arc<dyn Executor>) -> Result<Report, Error> 
         pause: started.elapsed(),
         ..report
     })
+}
+
+/// A report as the control socket answers it.
+impl From<&Report> for crate::control_schema::ReportReply {
+    fn from(report: &Report) -> crate::control_schema::ReportReply {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        crate::control_schema::ReportReply {
+            sessions: report.sessions,
+            buffer_bytes: report.buffer_bytes,
+            stream_bytes: report.stream_bytes,
+            drain_ms: ms(report.drain),
+            serialize_ms: ms(report.serialize),
+            rebuild_ms: ms(report.rebuild),
+            upload_ms: ms(report.upload),
+            pause_ms: ms(report.pause),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,10 @@
 //! another, and batches of one session run in order. The vGPU can be
 //! quiesced (for a snapshot) and paused (no batch runs until resumed).
 
+pub mod heap;
+pub mod metrics;
+pub mod session;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -15,14 +19,12 @@ use vgpu_protocol::{opcode, Status};
 use crate::chain::ResolvedChain;
 use crate::executor::Executor;
 use crate::quota::{Limits, Quota};
-use crate::session::{ExecSessions, SessionState, VmBounds};
+use crate::vgpu::session::{ExecSessions, SessionState, VmBounds};
 
 /// Most sessions one VM may hold.
 pub const MAX_SESSIONS: usize = 1024;
 
-/// How long a quiesce (checkpoint, migration, re-home) waits for one
-/// session's batch in progress before it fails that session's waits.
-pub const QUIESCE_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+pub use crate::executor::QUIESCE_DRAIN;
 
 /// A session that would not stop for a quiesce.
 #[derive(Debug, thiserror::Error)]
@@ -93,7 +95,7 @@ pub struct Vgpu {
     /// Chains accepted and not yet returned.
     in_flight: Arc<(Mutex<usize>, std::sync::Condvar)>,
     quota: Arc<Quota>,
-    metrics: Arc<crate::metrics::VmMetrics>,
+    metrics: Arc<crate::vgpu::metrics::VmMetrics>,
     /// Batches handed to session threads and not finished, all sessions.
     jobs_queued: Arc<AtomicUsize>,
 }
@@ -138,7 +140,7 @@ impl Vgpu {
     }
 
     /// This VM's counters (calls, kernels, bytes, operation durations).
-    pub fn metrics(&self) -> &crate::metrics::VmMetrics {
+    pub fn metrics(&self) -> &crate::vgpu::metrics::VmMetrics {
         &self.metrics
     }
 
@@ -482,7 +484,7 @@ impl Vgpu {
                 log::debug!("session {session_id} ended");
                 // The session's objects go with the last reference.
                 drop(worker_state);
-                crate::heap::release_free_memory();
+                crate::vgpu::heap::release_free_memory();
             });
         if let Err(e) = spawned {
             log::error!("cannot start a session thread: {e}");

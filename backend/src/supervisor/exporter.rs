@@ -1,40 +1,19 @@
 //! `--metrics`: a tiny HTTP/1.1 responder for Prometheus. `GET /metrics`
-//! answers the figures of [`crate::control::metrics`] in the text
+//! answers the figures of [`crate::supervisor::metrics`] in the text
 //! exposition format; anything else a 404 or 405. One request per
 //! connection, served in turn, each bounded in size and time, so a slow or
 //! hostile scraper cannot hold the backend's memory. The listeners are
 //! bound before the backend leaves the host's network namespace.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use crate::config::{parse_endpoint, Endpoint};
 use crate::supervisor::Supervisor;
-
-/// Where to serve the metrics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Endpoint {
-    Unix(PathBuf),
-    Tcp(SocketAddr),
-}
-
-/// `unix:PATH` or `tcp:ADDRESS:PORT`.
-pub fn parse_endpoint(text: &str) -> Result<Endpoint, String> {
-    let bad = || {
-        format!("invalid --metrics {text:?}: expected unix:PATH or tcp:ADDRESS:PORT (e.g. tcp:127.0.0.1:9464)")
-    };
-    if let Some(path) = text.strip_prefix("unix:") {
-        if path.is_empty() {
-            return Err(bad());
-        }
-        return Ok(Endpoint::Unix(PathBuf::from(path)));
-    }
-    let address = text.strip_prefix("tcp:").ok_or_else(bad)?;
-    address.parse().map(Endpoint::Tcp).map_err(|_| bad())
-}
 
 /// A bound endpoint, not yet serving.
 pub enum Bound {
@@ -124,7 +103,7 @@ fn answer(mut stream: impl Read + Write, registry: &Supervisor) {
         }
     };
     let (status, body) = respond(&line, || {
-        crate::metrics::prometheus(&crate::supervisor::metrics(registry))
+        crate::vgpu::metrics::prometheus(&crate::supervisor::metrics(registry))
     });
     let _ = write!(
         stream,

@@ -1,5 +1,5 @@
 //! The vhost-user glue: features, memory table, and the submit queue's kick
-//! handler. Device work happens on session threads (`vgpu.rs`); vring locks
+//! handler. Device work happens on the vring thread or session threads (`crate::vgpu`); vring locks
 //! are only taken to pop a chain or to return one.
 
 use std::io;
@@ -43,7 +43,7 @@ struct Inner {
     exit_consumer: EventConsumer,
     exit_notifier: EventNotifier,
     /// The device-state transfer of a migration in progress.
-    transfer: crate::migrate::Transfer,
+    transfer: crate::vhost::device_state::Transfer,
     /// How long the vring thread keeps looking for the next request after
     /// the last one before it sleeps on the kick (`--poll-us`).
     poll: std::time::Duration,
@@ -276,12 +276,17 @@ impl VhostUserBackend for VgpuDevice {
         _phase: VhostTransferStatePhase,
         file: std::fs::File,
     ) -> io::Result<Option<std::fs::File>> {
-        crate::migrate::start_transfer(&self.inner.vgpu, &self.inner.transfer, direction, file)?;
+        crate::vhost::device_state::start_transfer(
+            &self.inner.vgpu,
+            &self.inner.transfer,
+            direction,
+            file,
+        )?;
         Ok(None)
     }
 
     fn check_device_state(&self) -> io::Result<()> {
-        crate::migrate::finish_transfer(&self.inner.transfer)
+        crate::vhost::device_state::finish_transfer(&self.inner.transfer)
     }
 
     fn handle_event(

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 
 use crate::control_schema::{ErrorCode, ErrorReply, Line, RehomedReply, StatusReply};
-use crate::server::error_chain;
+use crate::startup::error_chain;
 use crate::supervisor::{Supervisor, WorkerLink};
 
 /// Binds the control socket: done before the vhost-user socket appears,

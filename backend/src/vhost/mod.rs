@@ -1,0 +1,6 @@
+//! The vhost-user side of a worker: the device QEMU (or a loopback
+//! program) drives, and the device
+//! state it saves and loads for a migration.
+
+pub mod device;
+pub mod device_state;
