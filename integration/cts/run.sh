@@ -7,6 +7,7 @@
 #   integration/cts/run.sh CTS_SRC [--headers DIR] [--spirv DIR]
 #                          [--suites "test_api test_buffers ..."]
 #                          [--build-only] [--out DIR]
+#   integration/cts/run.sh --bin-dir DIR [--suites ...] [--out DIR]
 #
 # CTS_SRC  an OpenCL-CTS source tree (a git checkout, or `git archive`
 #          output with a .cts-commit file holding the commit); also $CTS_SRC.
@@ -18,6 +19,11 @@
 #          spirv-headers).
 # --no-build  run the suites already built in the cache, build nothing
 #          (ninja must not run twice at once in one build tree).
+# --bin-dir  run suites built elsewhere: DIR holds test_conformance/ as a
+#          build tree lays it out (the binaries and their data folders, such
+#          as compiler/includeTestDirectory) and optionally .cts-commit;
+#          no CTS_SRC, nothing built. Also $CTS_BIN_DIR. For a machine
+#          without the CTS's build tools (the GPU machine).
 # --suites the suites to run (default: $CTS_SUITES or DEFAULT_SUITES below);
 #          an entry SUITE:PATTERN[,PATTERN...] runs only the sub-tests whose
 #          names match one of the shell patterns and no !pattern (a
@@ -38,7 +44,15 @@
 #   VGPU_PROFILE  release (default) or debug: which build to use
 #   CTS_BACKEND_ARGS  more vgpu-backend options (split on spaces), e.g.
 #                 "--memory 16G": the vGPU's memory decides the sizes some
-#                 suites pick at random
+#                 suites pick at random, or "--device opencl:NVIDIA"
+#   CTS_NATIVE_ICD  the native side's .icd file (default: PoCL's in
+#                 /etc/OpenCL/vendors), and CTS_NATIVE_PLATFORM the
+#                 platform name it must show (default: PoCL's)
+#   VGPU_BIN_DIR  a folder holding vgpu-backend and libvgpu_opencl.so built
+#                 elsewhere (default: a cargo build of this checkout)
+#   CTS_DEADLINE  a Unix time: sub-tests not finished by then are recorded
+#                 as not run ("absent"), so a run with a hard time limit
+#                 still reports what it did
 #
 # The build is cached under ~/.cache/vgpu/cts-<hash>, keyed by the CTS
 # commit, the headers' commits (or contents) and this script's build
@@ -62,6 +76,7 @@ suites=${CTS_SUITES:-$DEFAULT_SUITES}
 build_only=0
 no_build=0
 out=${CTS_OUT:-}
+bin_dir=${CTS_BIN_DIR:-}
 while [ $# -gt 0 ]; do
     case $1 in
         --headers) headers=$2; shift 2 ;;
@@ -70,59 +85,74 @@ while [ $# -gt 0 ]; do
         --build-only) build_only=1; shift ;;
         --no-build) no_build=1; shift ;;
         --out) out=$2; shift 2 ;;
+        --bin-dir) bin_dir=$2; shift 2 ;;
         -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         -*) echo "unknown option $1" >&2; exit 1 ;;
         *) src=$1; shift ;;
     esac
 done
-if [ -z "$src" ] || [ ! -f "$src/test_conformance/CMakeLists.txt" ]; then
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/vgpu
+# source_build: checks the CTS tree and the headers, and names the cached
+# build tree ($build) and the versions that key it.
+source_build() {
+    src=$(cd "$src" && pwd)
+    if [ ! -f "$headers/CL/cl.h" ]; then
+        echo "no CL/cl.h under $headers" >&2
+        exit 1
+    fi
+    headers=$(cd "$headers" && pwd)
+    mkdir -p "$cache"
+    if [ -z "$spirv" ]; then
+        # The CTS wants SPIRV_INCLUDE_DIR/include/spirv/...: wrap the system's.
+        spirv=$cache/cts-spirv-system
+        mkdir -p "$spirv"
+        ln -sfn /usr/include "$spirv/include"
+    fi
+    if [ ! -f "$spirv/include/spirv/unified1/spirv.core.grammar.json" ]; then
+        echo "no include/spirv/unified1/spirv.core.grammar.json under $spirv" >&2
+        echo "(apt-get install spirv-headers, or pass a SPIRV-Headers tree)" >&2
+        exit 1
+    fi
+    spirv=$(cd "$spirv" && pwd)
+
+    # version DIR MARKER: a tree's identity: its git commit, a marker file
+    # written by whoever exported it, or a hash of its contents.
+    version() {
+        local dir=$1 marker=$2
+        if git -C "$dir" rev-parse --show-toplevel 2>/dev/null | grep -qx "$dir"; then
+            git -C "$dir" rev-parse HEAD
+        elif [ -f "$dir/$marker" ]; then
+            head -1 "$dir/$marker"
+        else
+            (cd "$dir" && find . -path ./.git -prune -o -type f -print0 | sort -z |
+                xargs -0 sha256sum | sha256sum | cut -c1-40)
+        fi
+    }
+    cts_commit=$(version "$src" .cts-commit)
+    headers_version=$(version "$headers" .commit)
+    [ "$headers" = /usr/include ] && headers_version=$(dpkg-query -W -f '${Version}' opencl-c-headers 2>/dev/null || echo system)
+    spirv_version=$(version "$spirv" .commit)
+    [ "$spirv" = "$cache/cts-spirv-system" ] && spirv_version=$(dpkg-query -W -f '${Version}' spirv-headers 2>/dev/null || echo system)
+    key=$(printf '%s\n' "$cts_commit" "$headers_version" "$spirv_version" "$BUILD_OPTS" | sha256sum | cut -c1-16)
+    build=$cache/cts-$key
+    echo "== CTS $cts_commit (headers $headers_version, SPIR-V headers $spirv_version)"
+    echo "== build $build"
+}
+if [ -n "$bin_dir" ]; then
+    # Built elsewhere: nothing to configure or build here.
+    build=$(cd "$bin_dir" && pwd)
+    no_build=1
+    cts_commit=$(head -1 "$build/.cts-commit" 2>/dev/null || echo unknown)
+    headers_version=prebuilt
+    spirv_version=prebuilt
+    echo "== CTS $cts_commit, prebuilt in $build"
+elif [ -z "$src" ] || [ ! -f "$src/test_conformance/CMakeLists.txt" ]; then
     echo "usage: $0 CTS_SRC [--headers DIR] [--spirv DIR] [--suites LIST]" >&2
     echo "(CTS_SRC must be an OpenCL-CTS source tree)" >&2
     exit 1
+else
+    source_build
 fi
-src=$(cd "$src" && pwd)
-if [ ! -f "$headers/CL/cl.h" ]; then
-    echo "no CL/cl.h under $headers" >&2
-    exit 1
-fi
-headers=$(cd "$headers" && pwd)
-cache=${XDG_CACHE_HOME:-$HOME/.cache}/vgpu
-mkdir -p "$cache"
-if [ -z "$spirv" ]; then
-    # The CTS wants SPIRV_INCLUDE_DIR/include/spirv/...: wrap the system's.
-    spirv=$cache/cts-spirv-system
-    mkdir -p "$spirv"
-    ln -sfn /usr/include "$spirv/include"
-fi
-if [ ! -f "$spirv/include/spirv/unified1/spirv.core.grammar.json" ]; then
-    echo "no include/spirv/unified1/spirv.core.grammar.json under $spirv" >&2
-    echo "(apt-get install spirv-headers, or pass a SPIRV-Headers tree)" >&2
-    exit 1
-fi
-spirv=$(cd "$spirv" && pwd)
-
-# version DIR MARKER: a tree's identity: its git commit, a marker file
-# written by whoever exported it, or a hash of its contents.
-version() {
-    local dir=$1 marker=$2
-    if git -C "$dir" rev-parse --show-toplevel 2>/dev/null | grep -qx "$dir"; then
-        git -C "$dir" rev-parse HEAD
-    elif [ -f "$dir/$marker" ]; then
-        head -1 "$dir/$marker"
-    else
-        (cd "$dir" && find . -path ./.git -prune -o -type f -print0 | sort -z |
-            xargs -0 sha256sum | sha256sum | cut -c1-40)
-    fi
-}
-cts_commit=$(version "$src" .cts-commit)
-headers_version=$(version "$headers" .commit)
-[ "$headers" = /usr/include ] && headers_version=$(dpkg-query -W -f '${Version}' opencl-c-headers 2>/dev/null || echo system)
-spirv_version=$(version "$spirv" .commit)
-[ "$spirv" = "$cache/cts-spirv-system" ] && spirv_version=$(dpkg-query -W -f '${Version}' spirv-headers 2>/dev/null || echo system)
-key=$(printf '%s\n' "$cts_commit" "$headers_version" "$spirv_version" "$BUILD_OPTS" | sha256sum | cut -c1-16)
-build=$cache/cts-$key
-echo "== CTS $cts_commit (headers $headers_version, SPIR-V headers $spirv_version)"
-echo "== build $build"
 
 # suite NAME[:PATTERNS] -> NAME
 suite_names() {
@@ -134,7 +164,7 @@ targets=()
 for s in $(suite_names); do
     targets+=("$s")
 done
-if [ ! -f "$build/build.ninja" ]; then
+if [ "$no_build" = 0 ] && [ ! -f "$build/build.ninja" ]; then
     command -v cmake > /dev/null || { echo "cmake is missing (apt-get install cmake)" >&2; exit 1; }
     command -v ninja > /dev/null || { echo "ninja is missing (apt-get install ninja-build)" >&2; exit 1; }
     # test_compiler (and test_api's SPIR-V cases) assemble .spvasm files.
@@ -151,7 +181,8 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 # Build suite by suite so one that does not build does not stop the rest.
 declare -A binary=()
-all_targets=$(ninja -C "$build" -t targets all 2>/dev/null | sed -n 's/: .*//p')
+all_targets=
+[ "$no_build" = 0 ] && all_targets=$(ninja -C "$build" -t targets all 2>/dev/null | sed -n 's/: .*//p')
 for t in "${targets[@]}"; do
     if [ "$no_build" = 1 ]; then
         binary[$t]=$(find "$build/test_conformance" -type f -name "$t" -perm -u+x | head -1)
@@ -172,22 +203,26 @@ profile=${VGPU_PROFILE:-release}
 release=()
 [ "$profile" = release ] && release=(--release)
 sides=${CTS_SIDES:-native vgpu}
-if [[ " $sides " == *" vgpu "* ]]; then
+vgpu_bin=$root/target/$profile
+if [ -n "${VGPU_BIN_DIR:-}" ]; then
+    vgpu_bin=$(cd "$VGPU_BIN_DIR" && pwd)
+elif [[ " $sides " == *" vgpu "* ]]; then
     (cd "$root" && cargo build -q "${release[@]}" -p vgpu-opencl -p vgpu-backend)
 fi
-library=$root/target/$profile/libvgpu_opencl.so
-backend=$root/target/$profile/vgpu-backend
+library=$vgpu_bin/libvgpu_opencl.so
+backend=$vgpu_bin/vgpu-backend
 
 work=$(mktemp -d /tmp/vgpu-cts.XXXXXX)
 out=${out:-$work/out}
 mkdir -p "$out" "$work/native-icd" "$work/vgpu-icd"
 out=$(cd "$out" && pwd)
-pocl=$(grep -l -i pocl /etc/OpenCL/vendors/*.icd | head -1 || true)
-if [ -z "$pocl" ]; then
-    echo "no PoCL ICD in /etc/OpenCL/vendors" >&2
+native_icd=${CTS_NATIVE_ICD:-$(grep -l -i pocl /etc/OpenCL/vendors/*.icd 2>/dev/null | head -1 || true)}
+native_platform=${CTS_NATIVE_PLATFORM:-Portable Computing Language}
+if [ -z "$native_icd" ] || [ ! -f "$native_icd" ]; then
+    echo "no native .icd (no PoCL ICD in /etc/OpenCL/vendors; set CTS_NATIVE_ICD)" >&2
     exit 1
 fi
-cp "$pocl" "$work/native-icd/"
+cp "$native_icd" "$work/native-icd/"
 echo "$library" > "$work/vgpu-icd/vgpu.icd"
 socket=$work/vgpu.sock
 backend_pid=
@@ -227,7 +262,7 @@ timeout_s=${CTS_TIMEOUT:-300}
     echo "timeout_s: $timeout_s"
     echo "wimpy: ${CTS_WIMPY:-0}"
     echo "suites: $suites"
-    echo "vgpu: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown) ($profile)"
+    echo "vgpu: ${VGPU_COMMIT:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)} ($profile)"
 } > "$out/meta.txt"
 
 # wanted TEST PATTERNS: whether a comma-separated list of shell patterns
@@ -304,7 +339,7 @@ side() {
 
 for s in $sides; do
     case $s in
-        native) side native "$work/native-icd" "Portable Computing Language" ;;
+        native) side native "$work/native-icd" "$native_platform" ;;
         vgpu)
             start_backend
             side vgpu "$work/vgpu-icd" vgpu VGPU_SOCKET="$socket"

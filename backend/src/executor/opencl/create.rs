@@ -421,14 +421,15 @@ impl OpenClSession {
                 compile_only: false,
             } => {
                 super::guard::check_options(options, Status::INVALID_BUILD_OPTIONS)?;
-                let options = cstring(&with_arg_info(options), Status::INVALID_BUILD_OPTIONS)?;
-                cl3::program::build_program(
-                    program.program.0,
-                    &program.context.device_ids(),
-                    &options,
-                    None,
-                    std::ptr::null_mut(),
-                )
+                arg_info_or_not(options, Status::INVALID_BUILD_OPTIONS, |options| {
+                    cl3::program::build_program(
+                        program.program.0,
+                        &program.context.device_ids(),
+                        options,
+                        None,
+                        std::ptr::null_mut(),
+                    )
+                })?
             }
             BuildRecord::Compiled { options }
             | BuildRecord::Failed {
@@ -436,16 +437,17 @@ impl OpenClSession {
                 compile_only: true,
             } => {
                 super::guard::check_options(options, Status::INVALID_COMPILER_OPTIONS)?;
-                let options = cstring(&with_arg_info(options), Status::INVALID_COMPILER_OPTIONS)?;
-                cl3::program::compile_program(
-                    program.program.0,
-                    &program.context.device_ids(),
-                    &options,
-                    &[],
-                    &[],
-                    None,
-                    std::ptr::null_mut(),
-                )
+                arg_info_or_not(options, Status::INVALID_COMPILER_OPTIONS, |options| {
+                    cl3::program::compile_program(
+                        program.program.0,
+                        &program.context.device_ids(),
+                        options,
+                        &[],
+                        &[],
+                        None,
+                        std::ptr::null_mut(),
+                    )
+                })?
             }
         };
         let record = match (result, record) {
@@ -613,6 +615,26 @@ fn with_arg_info(options: &[u8]) -> Vec<u8> {
     let mut all = options.to_vec();
     all.extend_from_slice(args::ARG_INFO_OPTION.as_bytes());
     all
+}
+
+/// Runs a build (or compile) with the option that keeps argument info and,
+/// when that fails, once more with the guest's options alone: NVIDIA's
+/// OpenCL compiler (driver 580) fails every kernel without arguments
+/// under `-cl-kernel-arg-info` (ptxas: "Parsing error near '}'"), natively
+/// too, so a guest's `kernel void k() {}` would never build. A program
+/// built the second way may give no argument info; its arguments are then
+/// classed `Unknown` (`args::classify`), the conservative class. A build
+/// that fails both ways reports the second, whose log is the guest's own.
+fn arg_info_or_not(
+    options: &[u8],
+    invalid: Status,
+    run: impl Fn(&std::ffi::CStr) -> Result<(), cl3::types::cl_int>,
+) -> Result<Result<(), cl3::types::cl_int>, Status> {
+    let first = run(&cstring(&with_arg_info(options), invalid)?);
+    if first.is_ok() {
+        return Ok(first);
+    }
+    Ok(run(&cstring(options, invalid)?))
 }
 
 fn kernel_entry(raw: cl_kernel, program: Arc<ProgramEntry>, name: Vec<u8>) -> HostKernel {

@@ -243,8 +243,16 @@ fn create_image(
     // CL_IMAGE_FORMAT_NOT_SUPPORTED if the format is not supported for
     // these access flags and this type: answered now, as natively, not at
     // the next synchronization point.
-    let access = flags
-        & (CL_MEM_READ_WRITE | CL_MEM_READ_ONLY | CL_MEM_WRITE_ONLY | CL_MEM_KERNEL_READ_AND_WRITE);
+    // No access flag means CL_MEM_READ_WRITE (the spec's default): ask
+    // for that, not for flags 0, which NVIDIA's driver refuses with
+    // CL_INVALID_VALUE (PoCL takes it), so an image made with only
+    // CL_MEM_USE_HOST_PTR (CTS basic hostptr) failed there.
+    let access = match flags
+        & (CL_MEM_READ_WRITE | CL_MEM_READ_ONLY | CL_MEM_WRITE_ONLY | CL_MEM_KERNEL_READ_AND_WRITE)
+    {
+        0 => CL_MEM_READ_WRITE,
+        access => access,
+    };
     let supported = device_formats(&context, access, ty)?;
     if !supported.iter().any(|f| {
         (f.image_channel_order, f.image_channel_data_type)
