@@ -166,13 +166,14 @@ for _ in $(seq 200); do [ -S "$sock" ] && [ -S "$ctl" ] && break; sleep 0.05; do
 [ "$(stat -c %a "$sock")" = 770 ] || fail "socket mode $(stat -c %a "$sock"), want 770 (UMask)"
 proc=$(cat "/proc/$backend_pid/status")
 grep -x "NoNewPrivs:[[:space:]]*1" <<<"$proc" >/dev/null || fail "the backend runs without no_new_privs"
-# CAP_SYS_ADMIN (21), CAP_SETUID (7), CAP_SETGID (6): the unit's bounding set.
-grep -x "CapBnd:[[:space:]]*00000000002000c0" <<<"$proc" >/dev/null \
+# CAP_SYS_ADMIN (21), CAP_SETUID (7), CAP_SETGID (6), CAP_KILL (5),
+# CAP_CHOWN (0): the unit's bounding set.
+grep -x "CapBnd:[[:space:]]*00000000002000e1" <<<"$proc" >/dev/null \
   || fail "the backend's capability bounding set: $(grep CapBnd <<<"$proc")"
 grep -x "Name:[[:space:]]*vgpu-backend" <<<"$proc" >/dev/null || fail "pid $backend_pid is not the backend"
 status=$("$root/usr/bin/vgpu-ctl" --control "$ctl" --json status) || fail "vgpu-ctl status: $status"
 echo "$status" | jq -e '.vms == [] and (.devices | length) >= 1' >/dev/null || fail "status: $status"
-grep -q "sandbox: no new privileges, seccomp" "$work/backend.log" \
+grep -q "sandbox: seccomp filter of" "$work/backend.log" \
   || fail "the backend's own sandbox did not come up: $(cat "$work/backend.log")"
 grep -q "no private network namespace" "$work/backend.log" \
   && fail "the backend could not enter its network namespace under the unit's capabilities"

@@ -761,6 +761,15 @@ fn the_daemon_runs_confined() {
     let its_net = std::fs::read_link(format!("/proc/{worker}/ns/net")).unwrap();
     if unsafe_is_root() {
         assert_ne!(ours, its_net, "the worker left the host's network");
+        // Started as root, the worker runs as an unprivileged user.
+        let uid_line = worker_status
+            .lines()
+            .find(|l| l.starts_with("Uid:"))
+            .expect("Uid line");
+        assert!(
+            uid_line.split_whitespace().skip(1).all(|id| id != "0"),
+            "the worker kept root: {uid_line}"
+        );
     }
 }
 

@@ -114,7 +114,13 @@ impl WorkerLink {
         if let Ok(None) = child.try_wait() {
             // SAFETY: signalling our own child, not yet reaped, so its pid
             // cannot have been reused.
-            unsafe { libc::kill(self.pid as libc::pid_t, signal) };
+            if unsafe { libc::kill(self.pid as libc::pid_t, signal) } != 0 {
+                log::warn!(
+                    "cannot signal worker {}: {} (it ends with the supervisor)",
+                    self.pid,
+                    std::io::Error::last_os_error()
+                );
+            }
         }
     }
 
