@@ -11,7 +11,7 @@
 //! Runtime-callback hooks (`a094798c-…`, 7 words): slots 2 and 6 hand out a
 //! driver-owned buffer and its size (1024 and 14 bytes), where cudart reads
 //! which of its API callbacks a tool asked for; with no tool attached they
-//! stay zero. Slots 1 `(u32 callback id, params)` and 5 (the same for a
+//! stay zero (and newer cudarts read past their end: `HookBuffer`). Slots 1 `(u32 callback id, params)` and 5 (the same for a
 //! second domain) deliver a callback to the subscribed tool: with none,
 //! they succeed for an id in range (below 1024, below 14) and refuse the
 //! others (`CUDA_ERROR_INVALID_VALUE`). Slot 3 `(CUcontext, CUstream,
@@ -42,8 +42,23 @@ pub static TOOLS_TLS: Table<3> = Table::new({
     words
 });
 
-/// A zeroed buffer the tools' side of cudart may write into.
-struct HookBuffer<const N: usize>(UnsafeCell<[u8; N]>);
+/// A zeroed buffer the tools' side of cudart reads (and may write): `N`
+/// bytes are reported, and `SLACK` zero bytes follow, because newer
+/// cudarts read past the size the driver reports. cuBLASLt 13's cudart
+/// reads 32 bits at offset 0x750 of the 1024-byte buffer (a callback id
+/// this driver does not know); in the driver that lands in more of its
+/// zeroed data, and here it crashed at the end of the library's mapping.
+#[repr(C)]
+struct HookBuffer<const N: usize>(UnsafeCell<[u8; N]>, UnsafeCell<[u8; SLACK]>);
+
+/// Zero bytes after each hook buffer.
+const SLACK: usize = 64 << 10;
+
+impl<const N: usize> HookBuffer<N> {
+    const fn new() -> Self {
+        HookBuffer(UnsafeCell::new([0; N]), UnsafeCell::new([0; SLACK]))
+    }
+}
 
 // SAFETY: the library never reads or writes the buffer after handing it
 // out; the application side owns its contents, as with the driver's.
@@ -51,8 +66,8 @@ unsafe impl<const N: usize> Sync for HookBuffer<N> {}
 
 const RUNTIME_CALLBACKS: usize = 1024;
 const SECOND_CALLBACKS: usize = 14;
-static HOOKS_1: HookBuffer<RUNTIME_CALLBACKS> = HookBuffer(UnsafeCell::new([0; RUNTIME_CALLBACKS]));
-static HOOKS_2: HookBuffer<SECOND_CALLBACKS> = HookBuffer(UnsafeCell::new([0; SECOND_CALLBACKS]));
+static HOOKS_1: HookBuffer<RUNTIME_CALLBACKS> = HookBuffer::new();
+static HOOKS_2: HookBuffer<SECOND_CALLBACKS> = HookBuffer::new();
 
 extern "C" fn hook_buffer_1(buffer: *mut *mut c_void, size: *mut usize) {
     put_opt(buffer, HOOKS_1.0.get().cast());
@@ -117,9 +132,11 @@ mod tests {
         let (mut buffer, mut size) = (std::ptr::null_mut(), 0);
         hook_buffer_1(&mut buffer, &mut size);
         assert_eq!(size, 1024);
-        // SAFETY: the buffer has `size` bytes and lives for the program.
-        let bytes = unsafe { std::slice::from_raw_parts(buffer.cast::<u8>(), size) };
+        // SAFETY: the buffer has `size` bytes, then `SLACK` more, and
+        // lives for the program.
+        let bytes = unsafe { std::slice::from_raw_parts(buffer.cast::<u8>(), size + SLACK) };
         assert!(bytes.iter().all(|b| *b == 0));
+        assert!(0x750 + 4 <= size + SLACK, "cuBLASLt's cudart reads there");
         hook_buffer_2(&mut buffer, &mut size);
         assert_eq!(size, 14);
     }
