@@ -22,6 +22,8 @@
  * behind each readable pointer argument before and after the call
  * (CUTRACE_ARGS_DEEP=1: 64 bytes, the words they point at, the module of
  * each pointer, the caller, and what the result points at).
+ * CUTRACE_ARGS may also name driver functions (cuLibraryGetGlobal): each
+ * one cuGetProcAddress hands out is logged the same way.
  * CUTRACE_FAKE="69a28e9f:24=0,..." (slots also named in CUTRACE_ARGS) skips
  * the driver's slot and returns the given number instead.
  */
@@ -222,6 +224,8 @@ CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
 CUresult cuGetProcAddress_v2(const char *, void **, int, unsigned long long, int *);
 CUresult cuGetExportTable(const void **, const CUuuid *);
 
+static void *name_wrapper(const char *name, void *target);
+
 /* Record one request and put a counting trampoline (or our own wrapper) in *pfn. */
 static void note_proc(int api, const char *sym, void **pfn, int version, unsigned long long flags,
 		      CUresult r, int status)
@@ -247,6 +251,7 @@ static void note_proc(int api, const char *sym, void **pfn, int version, unsigne
 	}
 	if (i < NREQ)
 		reqs[i].count++;
+	void *logged;
 	if (got) {
 		if (!strcmp(resolved, "cuGetProcAddress"))
 			*pfn = (void *)cuGetProcAddress;
@@ -254,6 +259,8 @@ static void note_proc(int api, const char *sym, void **pfn, int version, unsigne
 			*pfn = (void *)cuGetProcAddress_v2;
 		else if (!strcmp(resolved, "cuGetExportTable"))
 			*pfn = (void *)cuGetExportTable;
+		else if ((logged = name_wrapper(resolved, got)))
+			*pfn = logged;
 		else {
 			int t;
 			for (t = 0; t < ntramp; t++)
@@ -432,6 +439,28 @@ static void *arg_wrapper(const char *uu, int s, void *target)
 					argw_fake_value[k] = strtoull(f + strlen(key) + 1, NULL, 0);
 				}
 			}
+			return argw_fns[k];
+		}
+	}
+	return NULL;
+}
+
+/* The logging wrapper for the driver function `name` (exact exported
+ * name, e.g. "cuLibraryGetGlobal"), if CUTRACE_ARGS names it; one per name. */
+static void *name_wrapper(const char *name, void *target)
+{
+	const char *want = getenv("CUTRACE_ARGS");
+	size_t len = strlen(name);
+	if (!want)
+		return NULL;
+	for (int k = 0; k < nargw; k++)
+		if (!strcmp(argw_name[k], name) && argw_orig[k] == target)
+			return argw_fns[k];
+	for (const char *p = strstr(want, name); p; p = strstr(p + 1, name)) {
+		if ((p == want || p[-1] == ',') && (p[len] == 0 || p[len] == ',') && nargw < NARGW) {
+			int k = nargw++;
+			argw_orig[k] = target;
+			snprintf(argw_name[k], sizeof argw_name[k], "%s", name);
 			return argw_fns[k];
 		}
 	}
