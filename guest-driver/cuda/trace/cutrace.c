@@ -23,7 +23,9 @@
  * (CUTRACE_ARGS_DEEP=1: 64 bytes, the words they point at, the module of
  * each pointer, the caller, and what the result points at).
  * CUTRACE_ARGS may also name driver functions (cuLibraryGetGlobal): each
- * one cuGetProcAddress hands out is logged the same way.
+ * one cuGetProcAddress hands out is logged the same way. The wrapper passes
+ * six integer arguments on: name no function that takes more (cuLaunchKernel,
+ * cuLibraryLoadData) or takes floating-point ones.
  * CUTRACE_FAKE="69a28e9f:24=0,..." (slots also named in CUTRACE_ARGS) skips
  * the driver's slot and returns the given number instead.
  */
