@@ -462,7 +462,7 @@ static void *name_wrapper(const char *name, void *target)
 		if ((p == want || p[-1] == ',') && (p[len] == 0 || p[len] == ',') && nargw < NARGW) {
 			int k = nargw++;
 			argw_orig[k] = target;
-			snprintf(argw_name[k], sizeof argw_name[k], "%s", name);
+			snprintf(argw_name[k], sizeof argw_name[k], "%.47s", name);
 			return argw_fns[k];
 		}
 	}
