@@ -1,12 +1,12 @@
 #!/bin/bash
 # CUDA *runtime* programs through vgpu (issue 13), native vs vgpu loopback:
 # a vecadd with nvcc's default static cudart and with -cudart shared,
-# PyTorch (is_available, matmul, a 100-step MLP) and CuPy (elementwise,
-# reduction, RawKernel). Each program's stdout must match the native run.
+# PyTorch (is_available, matmul, a 100-step MLP, conv2d) and CuPy (elementwise,
+# reduction, RawKernel, matmul). Each program's stdout must match the native run.
 # Usage: run-runtime.sh BIN_DIR OUT_DIR [TESTS...]
 #   BIN_DIR holds vgpu-backend and libvgpu_cuda.so; TESTS picks some of
 #   vecadd-static vecadd-shared big-image torch-available torch-matmul
-#   torch-mlp cupy-reduce cupy (default: all). big-image is the driver-API
+#   torch-mlp torch-conv cupy-reduce cupy-matmul cupy (default: all). big-image is the driver-API
 #   vecadd.c with its PTX padded past 8 MiB, so the image travels in
 #   chunks (CuImageChunk + CuModuleLoadStaged). Per test, OUT_DIR gets the vgpu run's
 #   debug log (NAME.log); the backend's log is backend-runtime.log.
@@ -16,7 +16,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 bin=$(cd "${1:?BIN_DIR}" && pwd)
 out=$(mkdir -p "${2:?OUT_DIR}" && cd "$2" && pwd)
 shift 2
-tests=${*:-vecadd-static vecadd-shared big-image torch-available torch-matmul torch-mlp cupy-reduce cupy}
+tests=${*:-vecadd-static vecadd-shared big-image torch-available torch-matmul torch-mlp torch-conv cupy-reduce cupy-matmul cupy}
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1 || ! command -v nvcc >/dev/null; then
     echo "skipped: no CUDA device"
     exit 0
@@ -81,7 +81,9 @@ for t in $tests; do
         torch-matmul-no-21318) VGPU_REFUSE_TABLES=21318c60 compare "$t" python3 "$here/runtime/torch_mlp.py" matmul ;;
         torch-matmul-no-69a2) VGPU_REFUSE_TABLES=69a28e9f compare "$t" python3 "$here/runtime/torch_mlp.py" matmul ;;
         torch-mlp) compare torch-mlp python3 "$here/runtime/torch_mlp.py" ;;
+        torch-conv) compare torch-conv python3 "$here/runtime/torch_mlp.py" conv ;;
         cupy-reduce) compare cupy-reduce python3 "$here/runtime/cupy_basic.py" reduce ;;
+        cupy-matmul) compare cupy-matmul python3 "$here/runtime/cupy_basic.py" matmul ;;
         cupy) compare cupy python3 "$here/runtime/cupy_basic.py" ;;
         *) echo "unknown test $t" ;;
     esac

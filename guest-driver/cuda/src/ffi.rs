@@ -30,6 +30,7 @@ fn start_logging() {
 /// Runs an entry point's body.
 pub fn guard(name: &str, f: impl FnOnce() -> CuResult<()>) -> CUresult {
     start_logging();
+    log::trace!("{name}");
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => result::SUCCESS,
         Ok(Err(code)) => {

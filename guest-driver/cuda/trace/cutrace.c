@@ -19,7 +19,15 @@
  * driver's own answer for the real addresses. CUTRACE_ARGS="69a28e9f:24,..."
  * (the first 8 hex digits of a UUID and a slot, comma-separated, at most 24)
  * logs each call of those slots to stderr: arguments, result, and 32 bytes
- * behind each readable pointer argument before and after the call.
+ * behind each readable pointer argument before and after the call
+ * (CUTRACE_ARGS_DEEP=1: 64 bytes, the words they point at, the module of
+ * each pointer, the caller, and what the result points at).
+ * CUTRACE_ARGS may also name driver functions (cuLibraryGetGlobal): each
+ * one cuGetProcAddress hands out is logged the same way. The wrapper passes
+ * six integer arguments on: name no function that takes more (cuLaunchKernel,
+ * cuLibraryLoadData) or takes floating-point ones.
+ * CUTRACE_FAKE="69a28e9f:24=0,..." (slots also named in CUTRACE_ARGS) skips
+ * the driver's slot and returns the given number instead.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -218,6 +226,8 @@ CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
 CUresult cuGetProcAddress_v2(const char *, void **, int, unsigned long long, int *);
 CUresult cuGetExportTable(const void **, const CUuuid *);
 
+static void *name_wrapper(const char *name, void *target);
+
 /* Record one request and put a counting trampoline (or our own wrapper) in *pfn. */
 static void note_proc(int api, const char *sym, void **pfn, int version, unsigned long long flags,
 		      CUresult r, int status)
@@ -243,6 +253,7 @@ static void note_proc(int api, const char *sym, void **pfn, int version, unsigne
 	}
 	if (i < NREQ)
 		reqs[i].count++;
+	void *logged;
 	if (got) {
 		if (!strcmp(resolved, "cuGetProcAddress"))
 			*pfn = (void *)cuGetProcAddress;
@@ -250,6 +261,8 @@ static void note_proc(int api, const char *sym, void **pfn, int version, unsigne
 			*pfn = (void *)cuGetProcAddress_v2;
 		else if (!strcmp(resolved, "cuGetExportTable"))
 			*pfn = (void *)cuGetExportTable;
+		else if ((logged = name_wrapper(resolved, got)))
+			*pfn = logged;
 		else {
 			int t;
 			for (t = 0; t < ntramp; t++)
@@ -299,35 +312,98 @@ static void *argw_orig[NARGW];
 static char argw_name[NARGW][48];
 static int nargw;
 
-static int peek(uint64_t addr, uint64_t out[4])
+static int peekn(uint64_t addr, uint64_t *out, size_t bytes)
 {
-	struct iovec local = {out, 32}, remote = {(void *)addr, 32};
-	return addr >= 4096 && process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == 32;
+	struct iovec local = {out, bytes}, remote = {(void *)addr, bytes};
+	return addr >= 4096 && process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)bytes;
+}
+
+static int peek(uint64_t addr, uint64_t out[4]) { return peekn(addr, out, 32); }
+
+/* Where an address lies: "lib+0xoff" (x: in the driver's code), or "-". */
+static void where(uint64_t a, char *out, size_t n)
+{
+	Dl_info di;
+	if (a >= 4096 && dladdr((void *)a, &di) && di.dli_fname) {
+		const char *base = strrchr(di.dli_fname, '/');
+		snprintf(out, n, "%s+0x%llx%s", base ? base + 1 : di.dli_fname,
+			 (unsigned long long)(a - (uint64_t)di.dli_fbase), is_code(a) ? " (driver code)" : "");
+	} else {
+		snprintf(out, n, "-");
+	}
+}
+
+/* CUTRACE_ARGS_DEEP=1: 64 bytes behind each argument, what each of their
+ * words points at (32 bytes), and the module each pointer lies in. */
+static void dump_deep(const char *label, const char *when, const char *what, uint64_t v)
+{
+	uint64_t m[8];
+	char w[160];
+	where(v, w, sizeof w);
+	if (!peekn(v, m, sizeof m)) {
+		if (strcmp(w, "-"))
+			fprintf(stderr, "[cutrace-deep] %s %s %s = %llx in %s (unreadable)\n", label, when, what,
+				(unsigned long long)v, w);
+		return;
+	}
+	fprintf(stderr, "[cutrace-deep] %s %s %s = %llx in %s:", label, when, what, (unsigned long long)v, w);
+	for (int i = 0; i < 8; i++)
+		fprintf(stderr, " %016llx", (unsigned long long)m[i]);
+	fprintf(stderr, "\n");
+	for (int i = 0; i < 8; i++) {
+		uint64_t d[4];
+		if (!peek(m[i], d))
+			continue;
+		where(m[i], w, sizeof w);
+		fprintf(stderr, "[cutrace-deep] %s %s %s[%d] = %llx in %s: %016llx %016llx %016llx %016llx\n",
+			label, when, what, i, (unsigned long long)m[i], w, (unsigned long long)d[0],
+			(unsigned long long)d[1], (unsigned long long)d[2], (unsigned long long)d[3]);
+	}
+}
+
+static int deep(void)
+{
+	const char *d = getenv("CUTRACE_ARGS_DEEP");
+	return d && *d && strcmp(d, "0");
 }
 
 static void dump_args(const char *when, int k, const uint64_t a[6])
 {
 	for (int i = 0; i < 6; i++) {
 		uint64_t m[4];
-		if (peek(a[i], m))
+		if (deep()) {
+			char what[8];
+			snprintf(what, sizeof what, "a%d", i);
+			dump_deep(argw_name[k], when, what, a[i]);
+		} else if (peek(a[i], m))
 			fprintf(stderr, "[cutrace-args] %s %s a%d -> %016llx %016llx %016llx %016llx\n", argw_name[k],
 				when, i, (unsigned long long)m[0], (unsigned long long)m[1],
 				(unsigned long long)m[2], (unsigned long long)m[3]);
 	}
 }
 
+/* CUTRACE_FAKE="69a28e9f:24=0,...": the slot is not called; it returns the
+ * given value (decimal), to learn what its caller does with that answer. */
+static int argw_fake[NARGW];
+static uint64_t argw_fake_value[NARGW];
+
 static uint64_t argw_call(int k, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4,
 			  uint64_t a5)
 {
 	typedef uint64_t (*f6)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t);
 	const uint64_t a[6] = {a0, a1, a2, a3, a4, a5};
+	char caller[160];
+	where((uint64_t)__builtin_return_address(0), caller, sizeof caller);
+	fprintf(stderr, "[cutrace-args] %s called from %s\n", argw_name[k], caller);
 	dump_args("before", k, a);
-	uint64_t r = ((f6)argw_orig[k])(a0, a1, a2, a3, a4, a5);
-	fprintf(stderr, "[cutrace-args] %s(%llx, %llx, %llx, %llx, %llx, %llx) = %llx\n", argw_name[k],
+	uint64_t r = argw_fake[k] ? argw_fake_value[k] : ((f6)argw_orig[k])(a0, a1, a2, a3, a4, a5);
+	fprintf(stderr, "[cutrace-args] %s(%llx, %llx, %llx, %llx, %llx, %llx) = %llx%s\n", argw_name[k],
 		(unsigned long long)a0, (unsigned long long)a1, (unsigned long long)a2,
 		(unsigned long long)a3, (unsigned long long)a4, (unsigned long long)a5,
-		(unsigned long long)r);
+		(unsigned long long)r, argw_fake[k] ? " (faked)" : "");
 	dump_args("after", k, a);
+	if (deep())
+		dump_deep(argw_name[k], "after", "result", r);
 	return r;
 }
 
@@ -358,6 +434,35 @@ static void *arg_wrapper(const char *uu, int s, void *target)
 			int k = nargw++;
 			argw_orig[k] = target;
 			snprintf(argw_name[k], sizeof argw_name[k], "%s[%d]", uu, s);
+			const char *fake = getenv("CUTRACE_FAKE");
+			for (const char *f = fake ? strstr(fake, key) : NULL; f; f = strstr(f + 1, key)) {
+				if ((f == fake || f[-1] == ',') && f[strlen(key)] == '=') {
+					argw_fake[k] = 1;
+					argw_fake_value[k] = strtoull(f + strlen(key) + 1, NULL, 0);
+				}
+			}
+			return argw_fns[k];
+		}
+	}
+	return NULL;
+}
+
+/* The logging wrapper for the driver function `name` (exact exported
+ * name, e.g. "cuLibraryGetGlobal"), if CUTRACE_ARGS names it; one per name. */
+static void *name_wrapper(const char *name, void *target)
+{
+	const char *want = getenv("CUTRACE_ARGS");
+	size_t len = strlen(name);
+	if (!want)
+		return NULL;
+	for (int k = 0; k < nargw; k++)
+		if (!strcmp(argw_name[k], name) && argw_orig[k] == target)
+			return argw_fns[k];
+	for (const char *p = strstr(want, name); p; p = strstr(p + 1, name)) {
+		if ((p == want || p[-1] == ',') && (p[len] == 0 || p[len] == ',') && nargw < NARGW) {
+			int k = nargw++;
+			argw_orig[k] = target;
+			snprintf(argw_name[k], sizeof argw_name[k], "%.47s", name);
 			return argw_fns[k];
 		}
 	}

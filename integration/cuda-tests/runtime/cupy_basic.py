@@ -1,5 +1,7 @@
 """CuPy through the CUDA runtime: elementwise, reduction, a RawKernel
-(NVRTC-compiled PTX/cubin loaded with cuModuleLoadData)."""
+(NVRTC-compiled PTX/cubin loaded with cuModuleLoadData). Stages: reduce
+(the first two), all, and matmul (elementwise and a cuBLAS matmul alone,
+kept out of "all" so that a cuBLAS failure hides none of the rest)."""
 import sys
 import cupy as cp
 
@@ -7,6 +9,12 @@ stage = sys.argv[1] if len(sys.argv) > 1 else "all"
 x = cp.arange(1 << 20, dtype=cp.float32)
 y = x * 2 + 1
 print("elementwise", float(y[12345]), flush=True)
+if stage == "matmul":
+    a = cp.arange(256 * 256, dtype=cp.float32).reshape(256, 256) % 17 - 8
+    b = cp.arange(256 * 256, dtype=cp.float32).reshape(256, 256).T % 13 - 6
+    c = cp.matmul(a, b)
+    print("matmul sum %.1f c[3,5] %.1f" % (float(c.sum()), float(c[3, 5])), flush=True)
+    sys.exit(0)
 print("reduce %.1f" % float(y.sum()), flush=True)
 if stage == "reduce":
     sys.exit(0)

@@ -1,6 +1,7 @@
 """PyTorch through the CUDA runtime: availability, a matmul, and a small
 MLP trained for 100 SGD steps (losses printed every 10 steps; run natively
-and through vgpu, the outputs must be identical)."""
+and through vgpu, the outputs must be identical). Stage "conv": a conv2d
+forward and backward (cuDNN) instead of the MLP."""
 import sys
 import torch
 
@@ -13,6 +14,15 @@ torch.manual_seed(0)
 a = torch.randn(512, 512, device=dev)
 print("matmul sum %.4f" % float((a @ a).sum()), flush=True)
 if stage == "matmul":
+    sys.exit(0)
+if stage == "conv":
+    conv = torch.nn.Conv2d(3, 8, kernel_size=3, padding=1).to(dev)
+    img = torch.randn(4, 3, 32, 32, device=dev, requires_grad=True)
+    y = conv(img)
+    print("conv2d forward sum %.4f" % float(y.sum()), flush=True)
+    y.square().sum().backward()
+    print("conv2d backward weight-grad sum %.4f input-grad sum %.4f"
+          % (float(conv.weight.grad.sum()), float(img.grad.sum())), flush=True)
     sys.exit(0)
 model = torch.nn.Sequential(
     torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)

@@ -252,7 +252,9 @@ entry! {
 
 entry! {
     fn cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks: *mut c_int, f: Handle, block_size: c_int, smem: usize, flags: c_uint) {
-        blocks_per_sm(blocks, f, block_size, smem, flags)
+        blocks_per_sm(blocks, f, block_size, smem, flags)?;
+        log::trace!("blocks per SM: {:?} (block {block_size}, smem {smem}, flags {flags})", crate::ffi::get(blocks));
+        Ok(())
     }
 }
 

@@ -255,7 +255,9 @@ entry! {
             let ctx = entry.context();
             entry.module_in(rt, ctx)?
         };
+        log::trace!("cuLibraryGetGlobal {}", String::from_utf8_lossy(&name));
         let (ptr, size) = get_global(rt, module, name)?;
+        log::trace!("cuLibraryGetGlobal: {ptr:#x}, {size} bytes");
         put_opt(dptr, ptr);
         put_opt(bytes, size as usize);
         Ok(())

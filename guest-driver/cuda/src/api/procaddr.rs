@@ -251,6 +251,10 @@ fn get_proc_v2(
         Ok(name) => driver_answer(name, version, flags)?,
         Err(_) => Answer::NotFound,
     };
+    log::trace!(
+        "cuGetProcAddress_v2 {} at {version}, flags {flags}: {answer:?}",
+        String::from_utf8_lossy(name)
+    );
     let (f, code) = match answer {
         Answer::Sym(symbol) => (function(symbol), SYMBOL_SUCCESS),
         Answer::NotFound => (std::ptr::null_mut(), SYMBOL_NOT_FOUND),

@@ -4,8 +4,10 @@
 //! key), get (value out, context, key); a NULL context means the current
 //! one. The destructors run when the context goes (`cuCtxDestroy`, the
 //! primary context's reset or last release), as the driver runs them.
-//! A key never put answers `CUDA_ERROR_INVALID_HANDLE` (ZLUDA's choice;
-//! the real driver's code for it was not measured).
+//! A key never put answers `CUDA_ERROR_INVALID_HANDLE`, and a NULL context
+//! with none current `CUDA_ERROR_INVALID_CONTEXT`, as the driver does
+//! (measured in a PyTorch matmul under cutrace: 95 gets answered 0, 5
+//! answered 400, 1 answered 201; `traces/README.md`).
 
 use std::collections::HashMap;
 use std::ffi::c_void;

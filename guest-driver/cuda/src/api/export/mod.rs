@@ -13,7 +13,9 @@ use crate::ffi::{entry, get, put, result, CUresult, CuResult};
 mod checks;
 mod cls;
 mod integrity;
-mod libs;
+mod nvml;
+mod tools;
+mod tools_context;
 
 pub use cls::context_gone;
 
@@ -53,6 +55,16 @@ pub extern "C" fn not_supported() -> CUresult {
     result::ERROR_NOT_SUPPORTED
 }
 
+/// A slot that answers `CUDA_ERROR_NOT_SUPPORTED`.
+pub const NS: *const c_void = not_supported as *const c_void;
+
+/// A table of `N` words: the size word, then `CUDA_ERROR_NOT_SUPPORTED`.
+pub const fn refusing<const N: usize>() -> [*const c_void; N] {
+    let mut words = [NS; N];
+    words[0] = size_word::<N>();
+    words
+}
+
 /// Parses "xxxxxxxx-xxxx-..." at compile time (the byte order is the
 /// in-memory one, as the traces print it).
 const fn uuid(text: &str) -> Uuid {
@@ -83,20 +95,30 @@ pub const TOOLS_RUNTIME_CALLBACK_HOOKS: Uuid = uuid("a094798c-2e74-2e74-93f2-080
 pub const TOOLS_TLS: Uuid = uuid("42d85a81-23f6-cb47-8298-f6e78a3aecdc");
 pub const INTEGRITY_CHECK: Uuid = uuid("d4082055-bde6-704b-8d34-ba123c66e1f2");
 pub const CUDART_INTERFACE: Uuid = uuid("6bd5fb6c-5bf4-e74a-8987-d93912fd9df9");
-pub const CONTEXT_IDENTITY: Uuid = uuid("21318c60-9714-3248-8ca6-41ff7324c8f2");
-pub const BLAS_69A28E9F: Uuid = uuid("69a28e9f-2449-8b47-b030-c5da330ea4e9");
+/// `CU_ETID_ToolsContext` in NVIDIA's tools headers.
+pub const TOOLS_CONTEXT: Uuid = uuid("21318c60-9714-3248-8ca6-41ff7324c8f2");
+/// The first table every cudart asks for; the traces show none of its two
+/// functions called, and that cudart goes on without it; but cuBLAS's copy
+/// of cudart was seen failing `cublasCreate` after its refusal, so it is
+/// served, both functions answering `CUDA_ERROR_NOT_SUPPORTED`.
+pub const CUDART_FIRST: Uuid = uuid("f8cff951-2146-8b4e-b9e2-fb469e7c0dd9");
+/// Asked for by NVML (`libnvidia-ml.so.1`).
+pub const NVML_TABLE: Uuid = uuid("69a28e9f-2449-8b47-b030-c5da330ea4e9");
+
+static CUDART_FIRST_TABLE: Table<3> = Table::new(refusing::<3>());
 
 /// The table for `id`, if this library serves it.
 pub fn table(id: &Uuid) -> Option<*const c_void> {
     match *id {
         CONTEXT_LOCAL_STORAGE => Some(cls::TABLE.0.as_ptr().cast()),
         CONTEXT_CHECKS => Some(checks::CONTEXT_CHECKS.0.as_ptr().cast()),
-        TOOLS_RUNTIME_CALLBACK_HOOKS => Some(checks::TOOL_HOOKS.0.as_ptr().cast()),
-        TOOLS_TLS => Some(checks::TOOLS_TLS.0.as_ptr().cast()),
+        TOOLS_RUNTIME_CALLBACK_HOOKS => Some(tools::TOOL_HOOKS.0.as_ptr().cast()),
+        TOOLS_TLS => Some(tools::TOOLS_TLS.0.as_ptr().cast()),
         INTEGRITY_CHECK => Some(integrity::INTEGRITY_CHECK.0.as_ptr().cast()),
         CUDART_INTERFACE => Some(integrity::CUDART_INTERFACE.0.as_ptr().cast()),
-        CONTEXT_IDENTITY => Some(libs::CONTEXT_IDENTITY.0.as_ptr().cast()),
-        BLAS_69A28E9F => Some(libs::BLAS_69A28E9F.0.as_ptr().cast()),
+        TOOLS_CONTEXT => Some(tools_context::TOOLS_CONTEXT.0.as_ptr().cast()),
+        NVML_TABLE => Some(nvml::NVML_TABLE.0.as_ptr().cast()),
+        CUDART_FIRST => Some(CUDART_FIRST_TABLE.0.as_ptr().cast()),
         _ => None,
     }
 }
@@ -149,8 +171,8 @@ mod tests {
 
     #[test]
     fn unknown_table_is_an_invalid_value_with_a_null_table() {
-        // The first table cudart asks for: refused, and cudart goes on.
-        let id = uuid("f8cff951-2146-8b4e-b9e2-fb469e7c0dd9");
+        // One CuPy's cuBLAS asks for (and does without): refused.
+        let id = uuid("da9151d3-3ae6-cc41-a5c0-4f26d533e328");
         let mut out = 0xdead_beef_usize as *const c_void;
         // SAFETY: valid pointers to a table slot and a UUID.
         let code = unsafe { cuGetExportTable(&mut out, &id) };
@@ -163,12 +185,9 @@ mod tests {
 
     #[test]
     fn tables_can_be_refused_for_debugging() {
-        assert!(refused_by_setting(
-            &BLAS_69A28E9F,
-            Some("21318c60, 69A28E9F")
-        ));
-        assert!(!refused_by_setting(&BLAS_69A28E9F, Some("21318c60,")));
-        assert!(!refused_by_setting(&BLAS_69A28E9F, None));
+        assert!(refused_by_setting(&NVML_TABLE, Some("21318c60, 69A28E9F")));
+        assert!(!refused_by_setting(&NVML_TABLE, Some("21318c60,")));
+        assert!(!refused_by_setting(&NVML_TABLE, None));
     }
 
     #[test]
@@ -180,8 +199,9 @@ mod tests {
             TOOLS_TLS,
             INTEGRITY_CHECK,
             CUDART_INTERFACE,
-            CONTEXT_IDENTITY,
-            BLAS_69A28E9F,
+            TOOLS_CONTEXT,
+            NVML_TABLE,
+            CUDART_FIRST,
         ] {
             let mut out = std::ptr::null();
             // SAFETY: valid pointers to a table slot and a UUID.
