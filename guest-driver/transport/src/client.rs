@@ -37,6 +37,9 @@ struct Inner {
     next_seq: u64,
     deferred_error: Option<Status>,
     reply: Vec<u8>,
+    /// Reply capacity of the deferred batch the transport still runs, if
+    /// one is posted: it is finished before anything else is submitted.
+    posted: Option<usize>,
 }
 
 /// A session with the device. Thread-safe; calls are serialized.
@@ -92,6 +95,7 @@ impl Client {
                 next_seq: 1,
                 deferred_error: None,
                 reply: Vec::new(),
+                posted: None,
             }),
             session,
             strict,
@@ -150,7 +154,7 @@ impl Client {
         if inner.pending.len() >= MAX_PENDING_MESSAGES
             || inner.pending.encoded_len() >= MAX_PENDING_BYTES
         {
-            inner.submit(self.session, None, DataIo::None)?;
+            inner.post(self.session)?;
         }
         Ok(())
     }
@@ -179,7 +183,7 @@ impl Client {
         let seq = inner.take_seq();
         inner.pending.push(seq, &request);
         if inner.staging.len() >= MAX_PENDING_BYTES || inner.pending.len() >= MAX_PENDING_MESSAGES {
-            inner.submit(self.session, None, DataIo::None)?;
+            inner.post(self.session)?;
         }
         Ok(())
     }
@@ -263,6 +267,7 @@ impl Client {
         if !inner.pending.is_empty() {
             inner.submit(self.session, None, DataIo::None)?;
         }
+        inner.finish_posted()?;
         match inner.deferred_error.take() {
             Some(status) => Err(status),
             None => Ok(()),
@@ -271,7 +276,11 @@ impl Client {
 
     /// The first error of a deferred call since the last take.
     pub fn take_deferred_error(&self) -> Option<Status> {
-        self.lock().deferred_error.take()
+        let mut inner = self.lock();
+        if let Err(status) = inner.finish_posted() {
+            inner.deferred_error.get_or_insert(status);
+        }
+        inner.deferred_error.take()
     }
 }
 
@@ -291,6 +300,79 @@ impl Inner {
     fn chunk_len(&self) -> usize {
         // Leave room for data staged by deferred calls that go first.
         (self.transport.max_data_len() / 2).max(4096)
+    }
+
+    /// Sends the pending deferred messages without waiting for them, where
+    /// the transport can: the program goes on encoding while the device
+    /// runs them. Their errors are kept when the batch is finished (before
+    /// the next submission, or at a synchronization point).
+    fn post(&mut self, session: u64) -> Result<(), Status> {
+        self.finish_posted()?;
+        let count = self.pending.len() as usize;
+        let capacity = REPLY_HEADER_LEN + count * (RECORD_HEADER_LEN + 8);
+        let request = self.pending.finish(session, capacity as u32);
+        self.pending.clear();
+        let staging = std::mem::take(&mut self.staging);
+        if self.reply.len() < capacity {
+            self.reply.resize(capacity, 0);
+        }
+        let out: Vec<&[u8]> = if staging.is_empty() {
+            Vec::new()
+        } else {
+            vec![&staging]
+        };
+        let posted = self.transport.post(Submission {
+            request: &request,
+            out: &out,
+            reply: &mut self.reply[..capacity],
+            in_: &mut [],
+        });
+        match posted {
+            Ok(None) => {
+                self.posted = Some(capacity);
+                Ok(())
+            }
+            Ok(Some(written)) => self.note_reply(written.min(capacity)),
+            Err(e) => {
+                log::error!("vgpu transport failed: {e}");
+                Err(Status::DEVICE_NOT_AVAILABLE)
+            }
+        }
+    }
+
+    /// Waits for the posted batch, if any, and keeps its errors.
+    fn finish_posted(&mut self) -> Result<(), Status> {
+        let Some(capacity) = self.posted.take() else {
+            return Ok(());
+        };
+        if self.reply.len() < capacity {
+            self.reply.resize(capacity, 0);
+        }
+        match self.transport.finish_posted(&mut self.reply[..capacity]) {
+            Ok(written) => self.note_reply(written.min(capacity)),
+            Err(e) => {
+                log::error!("vgpu transport failed: {e}");
+                Err(Status::DEVICE_NOT_AVAILABLE)
+            }
+        }
+    }
+
+    /// The errors of a batch of deferred calls, from its reply.
+    fn note_reply(&mut self, written: usize) -> Result<(), Status> {
+        let reply = match decode_reply(&self.reply[..written]) {
+            Ok(reply) => reply,
+            Err(e) => {
+                log::error!("malformed reply from the device: {e}");
+                return Err(Status::DEVICE_NOT_AVAILABLE);
+            }
+        };
+        if !reply.status.is_success() {
+            self.note_deferred(reply.status);
+        }
+        for record in reply.records {
+            self.note_deferred(record.status);
+        }
+        Ok(())
     }
 
     fn note_deferred(&mut self, status: Status) {
@@ -315,7 +397,7 @@ impl Inner {
             return Err(Status::OUT_OF_RESOURCES);
         }
         if !self.pending.is_empty() && self.pending.encoded_len() + probe.encoded_len() > max {
-            self.submit(session, None, DataIo::None)?;
+            self.post(session)?;
         }
         Ok(())
     }
@@ -331,6 +413,7 @@ impl Inner {
         if let Some((request, _)) = &call {
             self.make_room_for(session, request)?;
         }
+        self.finish_posted()?;
         let call_seq = match &call {
             Some((request, _)) => {
                 let seq = self.take_seq();

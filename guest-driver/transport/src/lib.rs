@@ -56,6 +56,22 @@ pub trait Transport: Send {
     /// the device wrote.
     fn submit(&mut self, submission: Submission<'_>) -> io::Result<usize>;
 
+    /// Starts a batch of deferred calls (no in-data) and, where the
+    /// transport can, returns before the device has run it: `Ok(None)`,
+    /// and [`Transport::finish_posted`] later gives its reply. `Ok(Some(n))`
+    /// when it ran to completion already (its reply is in `reply`). At most
+    /// one batch is posted at a time, and nothing else is submitted before
+    /// it is finished. The default runs it now.
+    fn post(&mut self, submission: Submission<'_>) -> io::Result<Option<usize>> {
+        self.submit(submission).map(Some)
+    }
+
+    /// Waits for the posted batch and copies its reply into `reply`;
+    /// returns the bytes the device wrote.
+    fn finish_posted(&mut self, _reply: &mut [u8]) -> io::Result<usize> {
+        Err(io::Error::other("no batch was posted"))
+    }
+
     /// Largest out-data or in-data stream of one batch.
     fn max_data_len(&self) -> usize;
 

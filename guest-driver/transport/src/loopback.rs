@@ -196,6 +196,22 @@ pub struct Loopback {
     config: LoopbackConfig,
     /// How long to keep trying to reach a restarted backend.
     reconnect_for: std::time::Duration,
+    /// The batch `post` left running, if any.
+    posted: Option<Started>,
+}
+
+/// A batch on the ring whose answer is not read yet: where its reply lies.
+#[derive(Debug)]
+struct Started {
+    head: u16,
+    reply_at: u64,
+    reply_len: usize,
+    in_at: u64,
+    in_len: usize,
+    /// The batch's bytes, kept while it is posted: a backend that goes away
+    /// meanwhile gets it again after the reconnect (the data area it was
+    /// written to went with the old connection).
+    resend: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 /// Environment variable: seconds to wait for a restarted backend (0: never
@@ -238,6 +254,7 @@ impl Loopback {
             path: path.to_path_buf(),
             config: config.clone(),
             reconnect_for: config.reconnect_for,
+            posted: None,
         })
     }
 
@@ -287,6 +304,52 @@ impl Transport for Loopback {
         }
     }
 
+    /// Starts the batch and returns at once; on a backend that went away it
+    /// falls back to `submit` (which reconnects and runs it to completion).
+    fn post(&mut self, mut submission: Submission<'_>) -> io::Result<Option<usize>> {
+        if !submission.in_.is_empty() || self.posted.is_some() {
+            return self.submit(submission).map(Some);
+        }
+        match self.start(&submission) {
+            Ok(mut started) => {
+                if !self.reconnect_for.is_zero() {
+                    started.resend = Some((submission.request.to_vec(), submission.out.concat()));
+                }
+                self.posted = Some(started);
+                Ok(None)
+            }
+            Err(e) if backend_gone(&e) && !self.reconnect_for.is_zero() => {
+                self.reconnect()?;
+                self.submit_once(&mut submission).map(Some)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn finish_posted(&mut self, reply: &mut [u8]) -> io::Result<usize> {
+        let mut started = self
+            .posted
+            .take()
+            .ok_or_else(|| io::Error::other("no batch was posted"))?;
+        let reply_len = started.reply_len.min(reply.len());
+        let resend = started.resend.take();
+        match (
+            self.finish(started, &mut reply[..reply_len], &mut []),
+            resend,
+        ) {
+            (Err(e), Some((request, out))) if backend_gone(&e) => {
+                self.reconnect()?;
+                self.submit_once(&mut Submission {
+                    request: &request,
+                    out: &[&out],
+                    reply: &mut reply[..reply_len],
+                    in_: &mut [],
+                })
+            }
+            (result, _) => result,
+        }
+    }
+
     fn max_data_len(&self) -> usize {
         max_data_len_for(self.data_len)
     }
@@ -298,6 +361,16 @@ impl Transport for Loopback {
 
 impl Loopback {
     fn submit_once(&mut self, submission: &mut Submission<'_>) -> io::Result<usize> {
+        if let Some(posted) = self.posted.take() {
+            // Its reply is no longer wanted, but it goes first on the ring.
+            self.finish(posted, &mut [], &mut [])?;
+        }
+        let started = self.start(submission)?;
+        self.finish(started, submission.reply, submission.in_)
+    }
+
+    /// Lays the batch out in the data area and publishes it.
+    fn start(&mut self, submission: &Submission<'_>) -> io::Result<Started> {
         let out_len: usize = submission.out.iter().map(|s| s.len()).sum();
         let in_len: usize = submission.in_.iter().map(|s| s.len()).sum();
         if submission.request.is_empty() || submission.request.len() > self.max_request_len() {
@@ -327,11 +400,27 @@ impl Loopback {
             self.device.write_guest(gpa(at), segment)?;
             at += segment.len();
         }
-
         let head = self.device.send_chain(&plan.chain(data))?;
+        Ok(Started {
+            head,
+            reply_at: gpa(plan.reply.start),
+            reply_len,
+            in_at: gpa(plan.in_.start),
+            in_len,
+            resend: None,
+        })
+    }
+
+    /// Waits for a started batch and copies its reply and in-data back.
+    fn finish(
+        &mut self,
+        started: Started,
+        reply: &mut [u8],
+        in_: &mut [&mut [u8]],
+    ) -> io::Result<usize> {
         let used = loop {
             match self.device.wait_used(None)? {
-                Some(used) if used.id == u32::from(head) => break used,
+                Some(used) if used.id == u32::from(started.head) => break used,
                 Some(other) => log::debug!("loopback: ignoring used element {other:?}"),
                 None => {}
             }
@@ -339,10 +428,10 @@ impl Loopback {
         self.device.post_event_buffers()?;
 
         let used_len = used.len as usize;
-        if used_len > reply_len + in_len {
+        if used_len > started.reply_len + started.in_len {
             log::warn!(
                 "loopback: the backend reports {used_len} bytes written into {} writable bytes",
-                reply_len + in_len
+                started.reply_len + started.in_len
             );
         }
         if used_len == 0 {
@@ -351,15 +440,16 @@ impl Loopback {
                 "the backend refused the batch (used length 0)",
             ));
         }
-        let written = used_len.min(reply_len);
+        let written = used_len.min(started.reply_len);
+        let copied = written.min(reply.len());
         self.device
-            .read_guest(gpa(plan.reply.start), &mut submission.reply[..written])?;
+            .read_guest(started.reply_at, &mut reply[..copied])?;
         // In the VM path the device writes the caller's pages directly; here
         // the whole in-data stream is copied back.
-        let mut at = plan.in_.start;
-        for segment in submission.in_.iter_mut() {
-            self.device.read_guest(gpa(at), segment)?;
-            at += segment.len();
+        let mut at = started.in_at;
+        for segment in in_.iter_mut() {
+            self.device.read_guest(at, segment)?;
+            at += segment.len() as u64;
         }
         Ok(written)
     }
