@@ -341,3 +341,32 @@ fn a_dead_daemon_fails_the_call_instead_of_hanging() {
     );
     assert!(started.elapsed() < ANSWER_TIMEOUT);
 }
+
+#[test]
+fn errors_of_a_posted_batch_surface_at_the_next_synchronization_point() {
+    let daemon = Daemon::start();
+    let client = Client::open(Box::new(daemon.loopback()), 1, false).expect("session opens");
+    // More than a batch's worth of deferred calls: the first full batch is
+    // posted and runs while the rest are queued; its first call fails.
+    client
+        .defer(Finish { queue: 4242 }.into())
+        .expect("deferred");
+    for _ in 0..1500 {
+        client.defer(Ping {}.into()).expect("deferred");
+    }
+    assert_eq!(client.call(Ping {}.into()), Ok(Vec::new()));
+    assert_eq!(
+        client.take_deferred_error(),
+        Some(Status::INVALID_COMMAND_QUEUE)
+    );
+    assert_eq!(client.take_deferred_error(), None);
+    // And through flush, for a batch still running when it is asked.
+    client
+        .defer(Finish { queue: 4243 }.into())
+        .expect("deferred");
+    for _ in 0..1100 {
+        client.defer(Ping {}.into()).expect("deferred");
+    }
+    assert_eq!(client.flush(), Err(Status::INVALID_COMMAND_QUEUE));
+    assert_eq!(client.flush(), Ok(()));
+}
