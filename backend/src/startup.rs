@@ -13,7 +13,7 @@ pub enum ServerError {
     #[error("cannot open the OpenCL device")]
     Device(#[source] OpenClError),
     #[error("cannot listen on {0}")]
-    Listen(PathBuf, #[source] vhost::vhost_user::Error),
+    Listen(PathBuf, #[source] std::io::Error),
     #[error("cannot start the control socket {0}")]
     Control(PathBuf, #[source] std::io::Error),
     #[error("cannot set up signal handling")]

@@ -19,8 +19,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use vhost::vhost_user::Listener;
-
 use crate::channel::WorkerEvent;
 use crate::config::Config;
 use crate::control_schema::DeviceFigures;
@@ -39,6 +37,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 pub struct Supervisor {
     args: Vec<OsString>,
     listener: std::os::fd::RawFd,
+    /// The vhost-user socket's path, unlinked when shutting down starts.
+    socket: std::path::PathBuf,
     /// Every worker alive: the serving ones and the standby.
     links: Mutex<Vec<Arc<WorkerLink>>>,
     /// The ids of the workers that serve a front-end.
@@ -100,7 +100,11 @@ impl Supervisor {
 
     /// Ends every worker and, with them, the backend.
     pub fn shut_down(&self) {
-        self.shutting_down.store(true, Ordering::SeqCst);
+        // First, so that a front-end reconnecting when its worker ends
+        // cannot reach this backend's standby (it waits for the next one).
+        if !self.shutting_down.swap(true, Ordering::SeqCst) {
+            remove_socket(&self.socket);
+        }
         for link in self.all() {
             link.signal(libc::SIGTERM);
         }
@@ -176,11 +180,16 @@ pub fn run(config: Config) -> Result<(), ServerError> {
     // reads no guest input, but is confined all the same, before the
     // vhost-user socket appears.
     crate::sandbox::apply(&config.sandbox).map_err(ServerError::Sandbox)?;
-    let listener = Listener::new(&config.socket, true)
+    // Bound here and unlinked by `shut_down` (not when dropped): once the
+    // backend is stopping no new front-end may reach its standby worker,
+    // and a later backend may already have bound the same path.
+    remove_socket(&config.socket);
+    let listener = std::os::unix::net::UnixListener::bind(&config.socket)
         .map_err(|e| ServerError::Listen(config.socket.clone(), e))?;
     let supervisor = Arc::new(Supervisor {
         args: std::env::args_os().skip(1).collect(),
         listener: listener.as_raw_fd(),
+        socket: config.socket.clone(),
         links: Mutex::new(Vec::new()),
         serving: Mutex::new(Vec::new()),
         devices: RwLock::new(Vec::new()),
@@ -190,10 +199,20 @@ pub fn run(config: Config) -> Result<(), ServerError> {
         next_id: AtomicU64::new(1),
         shutting_down: AtomicBool::new(false),
     });
-    spawn_signal_thread(supervisor.clone()).map_err(ServerError::Signals)?;
+    // A start that fails leaves no socket behind.
+    let failed = |e: ServerError| {
+        remove_socket(&config.socket);
+        e
+    };
+    spawn_signal_thread(supervisor.clone())
+        .map_err(ServerError::Signals)
+        .map_err(failed)?;
     // The first standby opens the device: a configuration it cannot serve
     // is the backend's start-up error, as before workers.
-    let standby = supervisor.spawn_standby().map_err(ServerError::Worker)?;
+    let standby = supervisor
+        .spawn_standby()
+        .map_err(ServerError::Worker)
+        .map_err(failed)?;
     match standby.next_event() {
         Some(WorkerEvent::Ready { devices }) => {
             log::info!("serving {}", devices.join("; "));
@@ -205,25 +224,25 @@ pub fn run(config: Config) -> Result<(), ServerError> {
         Some(WorkerEvent::Failed { error }) => {
             standby.reap();
             remove_worker_cache(standby.pid);
-            return Err(ServerError::Start(error));
+            return Err(failed(ServerError::Start(error)));
         }
         other => {
             let status = standby.reap();
             remove_worker_cache(standby.pid);
-            return Err(ServerError::Start(format!(
+            return Err(failed(ServerError::Start(format!(
                 "the first worker ended before it was ready ({other:?}, {status})"
-            )));
+            ))));
         }
     }
     if let (Some(path), Some(listener)) = (&config.control, control) {
         crate::supervisor::control::spawn(listener, supervisor.clone())
-            .map_err(|e| ServerError::Control(path.clone(), e))?;
+            .map_err(|e| failed(ServerError::Control(path.clone(), e)))?;
     }
     let metric_paths: Vec<_> = metrics.iter().filter_map(|m| m.path()).collect();
     for bound in metrics {
         bound
             .serve(supervisor.clone())
-            .map_err(|e| ServerError::Metrics("endpoint".into(), e))?;
+            .map_err(|e| failed(ServerError::Metrics("endpoint".into(), e)))?;
     }
     log::info!("listening on {}", config.socket.display());
     serve_front_ends(&supervisor, standby);
