@@ -45,3 +45,17 @@ fn backend_dispatch_corpus_replays() {
         vgpu_fuzz::backend_dispatch(&bytes);
     }
 }
+
+#[test]
+fn backend_chains_corpus_replays() {
+    if !vgpu_fuzz::dispatch::available() {
+        eprintln!("skipped: no OpenCL device");
+        return;
+    }
+    let inputs = inputs("backend_chains");
+    assert!(!inputs.is_empty(), "no corpus: run make_seeds");
+    for (name, bytes) in inputs {
+        eprintln!("{name}");
+        vgpu_fuzz::backend_chains(&bytes);
+    }
+}
