@@ -146,7 +146,7 @@ pub(crate) fn executor() -> Option<Shared> {
 
 /// `VGPU_FUZZ_TRACE=1`: print every reply's statuses (to see how deep
 /// an input gets).
-fn trace() -> bool {
+pub(crate) fn trace() -> bool {
     static TRACE: OnceLock<bool> = OnceLock::new();
     *TRACE.get_or_init(|| std::env::var_os("VGPU_FUZZ_TRACE").is_some_and(|v| v == "1"))
 }

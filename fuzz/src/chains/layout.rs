@@ -73,7 +73,8 @@ pub enum Damage {
 #[derive(Debug)]
 pub struct Layout {
     pub descs: Vec<Desc>,
-    /// Where the reply lands, in order (disjoint from each other).
+    /// Where the reply lands, in order (disjoint from each other); empty
+    /// where that is not known (a damaged batch header).
     pub reply: Vec<Desc>,
     /// Whether the last descriptor points back at the head.
     pub looped: bool,

@@ -312,6 +312,9 @@ impl Run<'_> {
                     "used length {len} exceeds the {} writable bytes",
                     s.layout.writable_len()
                 );
+                if s.layout.reply.is_empty() {
+                    return None;
+                }
                 let mut reply = Vec::new();
                 for d in &s.layout.reply {
                     let mut piece = vec![0u8; d.len as usize];
@@ -320,7 +323,14 @@ impl Run<'_> {
                         .expect("reply descriptors are in memory");
                     reply.extend_from_slice(&piece);
                 }
-                let reply = decode_reply(&reply).expect("the backend wrote a malformed reply");
+                let reply = decode_reply(&reply).unwrap_or_else(|e| {
+                    panic!(
+                        "the backend wrote a malformed reply ({e}): used {len}, \
+                         reply area {} bytes starting {:02x?}",
+                        reply.len(),
+                        &reply[..reply.len().min(24)]
+                    )
+                });
                 reply
                     .records
                     .iter()
@@ -417,8 +427,10 @@ impl Run<'_> {
         );
     }
 
-    /// Takes a checkpoint, damages it, restores it; checks the outcome.
-    fn restore(&mut self, u: &mut Unstructured<'_>) -> Result<()> {
+    /// Takes a checkpoint, damages it as `plan` says, restores it; checks
+    /// the outcome.
+    fn restore(&mut self, plan: &[u8]) -> Result<()> {
+        let u = &mut Unstructured::new(plan);
         let Ok((checkpoint, _)) = persist::save(&self.vgpu, Vec::new(), None) else {
             return Ok(());
         };
@@ -430,6 +442,18 @@ impl Run<'_> {
             quota.objects_used(),
         );
         let result = persist::restore(&self.vgpu, &stream[..], Continuity::Unchecked);
+        if dispatch::trace() {
+            eprintln!(
+                "restore {mutation:?}, {} of {} bytes differ: {:?}",
+                stream
+                    .iter()
+                    .zip(&checkpoint)
+                    .filter(|(a, b)| a != b)
+                    .count(),
+                checkpoint.len(),
+                result.as_ref().map(|_| ()).map_err(|e| e.to_string())
+            );
+        }
         let after = || {
             (
                 self.vgpu.stats().objects,
@@ -470,6 +494,11 @@ pub fn backend_chains(data: &[u8]) {
     };
     let mut u = Unstructured::new(data);
     let Ok(limits) = limits(&mut u) else {
+        return;
+    };
+    // The restore's part of the input comes first, so that it does not
+    // depend on how much the batches leave.
+    let Ok(plan) = u.bytes(u.len().min(64)) else {
         return;
     };
     let mem = Arc::new(
@@ -523,8 +552,10 @@ pub fn backend_chains(data: &[u8]) {
             if bytes.len() as u64 > REGION {
                 continue;
             }
-            if !u.is_empty() && u.ratio(1u8, 16).unwrap_or(false) {
-                // Header fields the chain must agree with.
+            let damaged = !u.is_empty() && u.ratio(1u8, 16).unwrap_or(false);
+            if damaged {
+                // Header fields the chain must agree with (its reply may
+                // then start anywhere in the writable descriptors).
                 let at = u.int_in_range(0..=BATCH_HEADER_LEN - 1).unwrap_or(0);
                 bytes[at] ^= 0xff;
             }
@@ -539,11 +570,15 @@ pub fn backend_chains(data: &[u8]) {
             ) else {
                 break;
             };
+            let mut layout = layout;
+            if damaged {
+                layout.reply.clear();
+            }
             sent.extend(run.send(layout, &bytes, cuda, &tx));
         }
         run.collect(sent, &rx);
     }
-    let _ = run.restore(&mut u);
+    let _ = run.restore(plan);
     // The session's objects go when the vGPU does, as when a VM stops.
     drop(run);
 }

@@ -20,22 +20,25 @@ pub enum Mutation {
     BufferChunks,
 }
 
-fn damage(u: &mut Unstructured<'_>, bytes: &mut Vec<u8>) -> Result<()> {
+/// Changes a few bytes of `bytes`; `in_place` keeps its length (a
+/// state's fields stay where the decoder looks for them).
+fn damage(u: &mut Unstructured<'_>, bytes: &mut Vec<u8>, in_place: bool) -> Result<()> {
+    let kinds = if in_place { 0u8..=2 } else { 0u8..=5 };
     for _ in 0..u.int_in_range(1u8..=4)? {
         if bytes.is_empty() {
             return Ok(());
         }
         let at = u.int_in_range(0..=bytes.len() - 1)?;
-        match u.int_in_range(0u8..=5)? {
+        match u.int_in_range(kinds.clone())? {
             0 => bytes[at] = u.arbitrary()?,
             1 => bytes[at] ^= 1 << u.int_in_range(0u8..=7)?,
-            2 => bytes.truncate(at),
-            3 => bytes.insert(at, u.arbitrary()?),
-            4 => {
+            2 => {
                 let value: u64 = *u.choose(&[0, 1, u64::MAX, 1 << 32, 1 << 40, 0x7fff_ffff])?;
                 let end = (at + 8).min(bytes.len());
                 bytes[at..end].copy_from_slice(&value.to_le_bytes()[..end - at]);
             }
+            3 => bytes.truncate(at),
+            4 => bytes.insert(at, u.arbitrary()?),
             _ => {
                 bytes.remove(at);
             }
@@ -102,20 +105,38 @@ pub fn mutate(u: &mut Unstructured<'_>, checkpoint: &[u8]) -> Result<(Mutation, 
     let mut stream = checkpoint.to_vec();
     match mutation {
         Mutation::None => {}
-        Mutation::StreamBytes => damage(u, &mut stream)?,
+        Mutation::StreamBytes => damage(u, &mut stream, false)?,
         Mutation::StateBytes => {
             let Some((state, chunks)) = read(checkpoint) else {
                 return Ok((Mutation::None, stream));
             };
-            let mut bytes = state.to_bytes();
-            damage(u, &mut bytes)?;
-            // A state that no longer decodes cannot be written as one: the
-            // decoder's refusal is `state_decode`'s business (migration/fuzz).
-            if let Some(resealed) = VgpuState::from_bytes(&bytes)
-                .ok()
-                .and_then(|s| write(&s, &chunks))
-            {
-                stream = resealed;
+            // A state that no longer decodes cannot be written as one (the
+            // decoder's refusals are `state_decode`'s, in migration/fuzz):
+            // a few tries for one that does.
+            // Most of a small state is the device profile, and a damaged
+            // profile is refused before any session is looked at: three
+            // times in four the profile is put back.
+            let keep_profile = !u.ratio(1u8, 4)?;
+            let encoded = state.to_bytes();
+            for _ in 0..8 {
+                let mut bytes = encoded.clone();
+                damage(u, &mut bytes, true)?;
+                if let Some(resealed) = VgpuState::from_bytes(&bytes)
+                    .ok()
+                    .map(|damaged| match (damaged, &state) {
+                        (VgpuState::V1(mut d), VgpuState::V1(s)) if keep_profile => {
+                            d.profile = s.profile.clone();
+                            d.device = s.device.clone();
+                            VgpuState::V1(d)
+                        }
+                        (damaged, _) => damaged,
+                    })
+                    .filter(|s| *s != state)
+                    .and_then(|s| write(&s, &chunks))
+                {
+                    stream = resealed;
+                    break;
+                }
             }
         }
         Mutation::BufferChunks => {
