@@ -217,7 +217,9 @@ impl Run<'_> {
             .expect("the out-data region is in memory");
         let count = layout.descs.len() as u16;
         if u32::from(self.next_desc) + u32::from(count) > u32::from(QUEUE_SIZE) {
-            self.next_desc = 0;
+            // The table is full of chains in flight: each needs its own
+            // head, which tells their completions apart.
+            return Vec::new();
         }
         let first = self.next_desc;
         let raw: Vec<RawDescriptor> = layout
@@ -287,8 +289,14 @@ impl Run<'_> {
             .collect()
     }
 
-    /// Waits for every sent chain and checks its answer.
-    fn collect(&self, sent: Vec<Sent>, done: &mpsc::Receiver<(u16, u32)>) -> Vec<Option<Reply>> {
+    /// Waits for every sent chain and checks its answer; the descriptor
+    /// table is free again after.
+    fn collect(
+        &mut self,
+        sent: Vec<Sent>,
+        done: &mpsc::Receiver<(u16, u32)>,
+    ) -> Vec<Option<Reply>> {
+        self.next_desc = 0;
         let mut used = std::collections::HashMap::new();
         for _ in 0..sent.len() {
             let (head, len) = done.recv().expect("the vGPU returns every chain");
