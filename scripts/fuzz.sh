@@ -153,6 +153,9 @@ fuzz_one() {
   echo "fuzz: $t, ${time_s} s at most${runs_n:+, $runs_n executions at most}, $plan (log: $log)"
   status=0
   local started=$SECONDS
+  local last=$root/fuzz/target/last
+  mkdir -p "$last"
+  export VGPU_FUZZ_LAST=$last
   # (cargo fuzz builds with optimizations, debug assertions and overflow
   # checks, and AddressSanitizer by default.)
   (cd "$root/$crate" && cargo +nightly fuzz run "$t" "${dirs[@]}" -- \
@@ -173,6 +176,13 @@ fuzz_one() {
   else
     local artifact
     artifact=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -n 1)
+    if [ -z "$artifact" ] && [ -f "$last/$t" ]; then
+      # libFuzzer's crash handler did not run (see fuzz/src/lib.rs
+      # keep_last): the input it was running is the finding's.
+      artifact=$root/$crate/artifacts/$t/crash-last-$(date +%s)
+      mkdir -p "$(dirname "$artifact")"
+      cp "$last/$t" "$artifact"
+    fi
     line="$t: FINDING after ${runs:-?} executions in ${took} s: ${artifact:-see $log}"
     grep -m 1 -E 'ERROR: |panicked at|deadly signal|timeout after' "$log" >&2 || true
   fi

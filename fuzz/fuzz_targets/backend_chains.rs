@@ -5,4 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| vgpu_fuzz::backend_chains(data));
+fuzz_target!(|data: &[u8]| {
+    vgpu_fuzz::keep_last("backend_chains", data);
+    vgpu_fuzz::backend_chains(data)
+});
