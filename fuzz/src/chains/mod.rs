@@ -339,6 +339,12 @@ impl Run<'_> {
                         &reply[..reply.len().min(24)]
                     )
                 });
+                if dispatch::trace() {
+                    eprintln!("reply: {:?}", reply.status);
+                    reply.records.iter().for_each(|r| {
+                        eprintln!("  {:#x}: {:?}", r.opcode, r.status);
+                    });
+                }
                 reply
                     .records
                     .iter()
@@ -439,9 +445,10 @@ impl Run<'_> {
     /// the outcome.
     fn restore(&mut self, plan: &[u8]) -> Result<()> {
         let u = &mut Unstructured::new(plan);
-        let Ok((checkpoint, _)) = persist::save(&self.vgpu, Vec::new(), None) else {
-            return Ok(());
-        };
+        // Whatever the guest built, a checkpoint can be taken (a VM must
+        // not be able to keep itself from being migrated).
+        let (checkpoint, _) = persist::save(&self.vgpu, Vec::new(), None)
+            .unwrap_or_else(|e| panic!("no checkpoint of the vGPU: {e}"));
         let (mutation, stream) = restore::mutate(u, &checkpoint)?;
         let quota = self.vgpu.quota();
         let before = (
@@ -556,6 +563,10 @@ pub fn backend_chains(data: &[u8]) {
                 .choose(&[REPLY_SLOT as u32, 4096, REPLY_HEADER_LEN as u32, 40])
                 .copied()
                 .unwrap_or(REPLY_SLOT as u32);
+            if dispatch::trace() {
+                eprintln!("batch of {} ({:?}):", requests.len(), limits);
+                requests.iter().for_each(|r| eprintln!("  {r:?}"));
+            }
             let mut bytes = run.encode(SESSION, &requests, reply_len);
             if bytes.len() as u64 > REGION {
                 continue;
