@@ -141,10 +141,9 @@ pub(super) fn transfer(
     };
     // SAFETY: a live context; with COPY_HOST_PTR the driver copies `len`
     // bytes from `host_ptr` during the call and keeps no pointer to them.
-    let temporary =
-        unsafe { cl3::memory::create_buffer(mem.context.ctx.0, flags, len, host_ptr) }
-            .map(Temporary)
-            .map_err(Status)?;
+    let temporary = unsafe { cl3::memory::create_buffer(mem.context.ctx.0, flags, len, host_ptr) }
+        .map(Temporary)
+        .map_err(Status)?;
     let (src, dst, src_offset, dst_offset) = match &data {
         Direction::ToDevice(_) => (temporary.0, mem.raw, 0, offset),
         Direction::ToHost(_) => (mem.raw, temporary.0, offset, 0),
