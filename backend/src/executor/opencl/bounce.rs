@@ -1,10 +1,11 @@
-//! Moves a checkpoint's buffer contents between the host and a buffer.
-//! `clEnqueueReadBuffer` and `clEnqueueWriteBuffer` are refused
-//! (`CL_INVALID_OPERATION`) on a buffer the guest created
-//! `CL_MEM_HOST_READ_ONLY`, `CL_MEM_HOST_WRITE_ONLY` or `CL_MEM_HOST_NO_ACCESS`;
-//! those flags bind the guest's host accesses, not the backend's saving
-//! and restoring. Where they forbid the direction, the bytes go through a
-//! temporary buffer of the chunk's size and a device-side copy, which the
+//! Moves a checkpoint's buffer and image contents between the host and
+//! the device. Host reads and writes (`clEnqueueReadBuffer`,
+//! `clEnqueueWriteImage`, ...) are refused (`CL_INVALID_OPERATION`) on a
+//! memory object the guest created `CL_MEM_HOST_READ_ONLY`,
+//! `CL_MEM_HOST_WRITE_ONLY` or `CL_MEM_HOST_NO_ACCESS`; those flags bind the
+//! guest's host accesses, not the backend's saving and restoring. Where
+//! they forbid the direction, the bytes go through a temporary buffer of
+//! the chunk's (or the image's) size and a device-side copy, which the
 //! flags do not restrict.
 
 use cl3::types::{cl_command_queue, cl_mem, CL_BLOCKING};
@@ -34,14 +35,38 @@ impl Direction<'_> {
         }
     }
 
-    /// Whether a buffer created with `flags` lets the host go this way.
-    fn allowed_by(&self, flags: u64) -> bool {
-        let forbidden = match self {
-            Direction::ToHost(_) => MEM_HOST_WRITE_ONLY | MEM_HOST_NO_ACCESS,
-            Direction::ToDevice(_) => MEM_HOST_READ_ONLY | MEM_HOST_NO_ACCESS,
-        };
-        flags & forbidden == 0
+    fn to_device(&self) -> bool {
+        matches!(self, Direction::ToDevice(_))
     }
+}
+
+/// Whether a memory object created with `flags` lets the host read it
+/// (`to_device` false) or write it (`to_device` true).
+pub(super) fn host_may(flags: u64, to_device: bool) -> bool {
+    let forbidden = if to_device {
+        MEM_HOST_READ_ONLY | MEM_HOST_NO_ACCESS
+    } else {
+        MEM_HOST_WRITE_ONLY | MEM_HOST_NO_ACCESS
+    };
+    flags & forbidden == 0
+}
+
+/// A temporary buffer of `len` bytes in `mem`'s context, holding a copy
+/// of `data` when given.
+fn temporary(mem: &HostMem, len: usize, data: Option<&[u8]>) -> Result<Temporary, Status> {
+    let (flags, host_ptr) = match data {
+        Some(bytes) => (
+            MEM_READ_WRITE | MEM_COPY_HOST_PTR,
+            bytes.as_ptr().cast_mut().cast(),
+        ),
+        None => (MEM_READ_WRITE, std::ptr::null_mut()),
+    };
+    // SAFETY: a live context; with COPY_HOST_PTR the driver copies `len`
+    // bytes from `host_ptr` (`data` is `len` bytes: the callers' word)
+    // during the call and keeps no pointer to them.
+    unsafe { cl3::memory::create_buffer(mem.context.ctx.0, flags, len, host_ptr) }
+        .map(Temporary)
+        .map_err(Status)
 }
 
 /// A buffer of the backend's own, released when dropped.
@@ -127,23 +152,15 @@ pub(super) fn transfer(
     if len == 0 {
         return Ok(());
     }
-    if data.allowed_by(mem.flags) {
+    if host_may(mem.flags, data.to_device()) {
         // SAFETY: `queue` belongs to `mem`'s context (the caller's word),
         // `mem` is alive while borrowed, the range was checked above.
         return unsafe { direct(queue, mem.raw, offset, data, &[]) };
     }
-    let (flags, host_ptr) = match &data {
-        Direction::ToDevice(bytes) => (
-            MEM_READ_WRITE | MEM_COPY_HOST_PTR,
-            bytes.as_ptr().cast_mut().cast(),
-        ),
-        Direction::ToHost(_) => (MEM_READ_WRITE, std::ptr::null_mut()),
+    let temporary = match &data {
+        Direction::ToDevice(bytes) => temporary(mem, len, Some(bytes))?,
+        Direction::ToHost(_) => temporary(mem, len, None)?,
     };
-    // SAFETY: a live context; with COPY_HOST_PTR the driver copies `len`
-    // bytes from `host_ptr` during the call and keeps no pointer to them.
-    let temporary = unsafe { cl3::memory::create_buffer(mem.context.ctx.0, flags, len, host_ptr) }
-        .map(Temporary)
-        .map_err(Status)?;
     let (src, dst, src_offset, dst_offset) = match &data {
         Direction::ToDevice(_) => (temporary.0, mem.raw, 0, offset),
         Direction::ToHost(_) => (mem.raw, temporary.0, offset, 0),
@@ -172,5 +189,68 @@ pub(super) fn transfer(
         // SAFETY: the temporary holds `len` bytes from 0; the read waits
         // for the copy into it.
         to_host => unsafe { direct(queue, temporary.0, 0, to_host, &[copied.0]) },
+    }
+}
+
+/// Moves a whole image between `staged` (its bytes, tightly packed, of
+/// `region`) and `mem` through a temporary buffer and a device-side copy:
+/// for the images whose flags forbid the host that direction.
+pub(super) fn image_through_buffer(
+    queue: cl_command_queue,
+    mem: &HostMem,
+    region: [usize; 3],
+    staged: &mut [u8],
+    to_device: bool,
+) -> Result<(), Status> {
+    if staged.is_empty() {
+        return Ok(());
+    }
+    let len = staged.len();
+    let temporary = temporary(mem, len, to_device.then_some(&*staged))?;
+    let origin = [0usize; 3];
+    // SAFETY: both objects are alive for the call; `origin` and `region`
+    // are three sizes each, the image's whole extent, whose packed bytes
+    // the temporary of `staged.len()` bytes holds (the caller's word).
+    let copied = unsafe {
+        if to_device {
+            cl3::command_queue::enqueue_copy_buffer_to_image(
+                queue,
+                temporary.0,
+                mem.raw,
+                0,
+                origin.as_ptr(),
+                region.as_ptr(),
+                0,
+                std::ptr::null(),
+            )
+        } else {
+            cl3::command_queue::enqueue_copy_image_to_buffer(
+                queue,
+                mem.raw,
+                temporary.0,
+                origin.as_ptr(),
+                region.as_ptr(),
+                0,
+                0,
+                std::ptr::null(),
+            )
+        }
+    }
+    .map(HostEvent)
+    .map_err(Status)?;
+    if to_device {
+        cl3::event::wait_for_events(&[copied.0]).map_err(Status)?;
+        return Ok(());
+    }
+    // SAFETY: the temporary holds `len` bytes from 0; the read waits for
+    // the copy into it.
+    unsafe {
+        direct(
+            queue,
+            temporary.0,
+            0,
+            Direction::ToHost(staged),
+            &[copied.0],
+        )
     }
 }
