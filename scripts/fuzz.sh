@@ -173,6 +173,8 @@ fuzz_one() {
   [ -n "$runs" ] && [ "$took" -gt 0 ] && rate=$((runs / took))
   if [ "$status" = 0 ]; then
     line="$t: ${runs:-?} executions in ${took} s (${rate}/s, $plan), coverage ${cov:-?} edges, ${ft:-?} features, corpus $units, no finding"
+  elif grep -q 'libFuzzer: run interrupted' "$log"; then
+    line="$t: interrupted after ${runs:-?} executions in ${took} s (${rate}/s), coverage ${cov:-?} edges, ${ft:-?} features, corpus $units, no finding"
   else
     local artifact
     artifact=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -n 1)
