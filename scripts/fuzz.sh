@@ -190,7 +190,7 @@ fuzz_one() {
   fi
   echo "fuzz: $line"
   echo "$line" > "$out"
-  [ "$status" = 0 ]
+  [ "$status" = 0 ] || [[ "$line" == *interrupted* ]]
 }
 
 # Up to $jobs targets at once; each writes its line to its own file.
