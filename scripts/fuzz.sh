@@ -2,7 +2,7 @@
 # Runs the cargo-fuzz targets (nightly Rust and cargo-fuzz; ASan), each for
 # a given time, starting from the committed seed corpus.
 #
-#   scripts/fuzz.sh [--time SECONDS] [--runs N] [--jobs J] [--smoke] [TARGET...]
+#   scripts/fuzz.sh [--time SECONDS] [--runs N] [--jobs J] [--fork F] [--smoke] [TARGET...]
 #
 # Targets (default: all):
 #   protocol_decode    fuzz/: every protocol decoder (requests, replies,
@@ -21,6 +21,8 @@
 #                 `--runs 10000000 --time 86400`); whichever limit comes first
 # --jobs J        targets fuzzed at once (default 1); each prints its
 #                 executions, executions a second, coverage and findings
+# --fork F        F processes for each target (libFuzzer's fork mode, one
+#                 corpus); a crash in one is a finding like any other
 # --smoke         for the test command: a fixed seed and a fixed number of
 #                 executions per target (at most 30 s each), so that every
 #                 machine runs the same inputs and a CI run cannot fail on
@@ -46,6 +48,7 @@ root=$PWD
 time_s=60
 runs_n=
 jobs=1
+fork=
 smoke=0
 targets=()
 while [ $# -gt 0 ]; do
@@ -56,6 +59,8 @@ while [ $# -gt 0 ]; do
     --runs=*) runs_n=${1#--runs=}; shift ;;
     --jobs) jobs=${2:?--jobs needs J}; shift 2 ;;
     --jobs=*) jobs=${1#--jobs=}; shift ;;
+    --fork) fork=${2:?--fork needs F}; shift 2 ;;
+    --fork=*) fork=${1#--fork=}; shift ;;
     --smoke) smoke=1; time_s=30; shift ;;
     -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     -*) echo "fuzz: unknown option $1" >&2; exit 2 ;;
@@ -139,6 +144,10 @@ fuzz_one() {
   if [ -n "$runs_n" ]; then
     limits+=(-runs="$runs_n")
   fi
+  if [ -n "$fork" ] && [ "$smoke" = 0 ]; then
+    limits+=(-fork="$fork")
+    plan="$plan, $fork processes"
+  fi
   if [ "$smoke" = 1 ]; then
     # The smoke run starts from the committed inputs only, not a working
     # corpus left by earlier campaigns, so that it is the same everywhere.
@@ -165,7 +174,8 @@ fuzz_one() {
   local runs cov ft units rate line
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
   # A crash ends the run before the final stats: take the last status line.
-  [ -n "$runs" ] || runs=$(sed -n 's/^#\([0-9]*\)[[:space:]].*/\1/p' "$log" | tail -n 1)
+  # (Fork mode's status lines are "#N: cov: ...".)
+  [ -n "$runs" ] || runs=$(sed -n 's/^#\([0-9]*\)[:[:space:]].*/\1/p' "$log" | tail -n 1)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
   ft=$(grep -o 'ft: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
   units=$(find "$work" -type f | wc -l)
@@ -194,9 +204,8 @@ fuzz_one() {
 }
 
 # Up to $jobs targets at once; each writes its line to its own file.
-lines=$root/fuzz/target/fuzz-lines
-rm -rf "$lines"
-mkdir -p "$lines"
+lines=$(mktemp -d "$root/fuzz/target/fuzz-lines.XXXXXX")
+trap 'rm -rf "$lines"' EXIT
 declare -A pids=()
 for t in "${expanded[@]}"; do
   while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
