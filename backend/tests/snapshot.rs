@@ -596,3 +596,237 @@ fn a_memory_size_beyond_the_device_is_refused_at_start() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Buffer `mem` of `flags` in context 1, created with `data` as its whole
+/// initial contents (the only way to fill a buffer the host may not write).
+fn create_filled(raw: &mut RawFrontend, mem: u64, flags: u64, data: &[u8]) {
+    use vgpu_protocol::frame::BatchBuilder;
+    use vgpu_transport::vring::DescSpec;
+    let size = data.len() as u64;
+    let mut builder = BatchBuilder::new(0);
+    let create = CreateBuffer {
+        mem,
+        context: 1,
+        flags,
+        size,
+        init: DataRef {
+            offset: 0,
+            len: size,
+        },
+    };
+    builder.push(raw.next_seq, &create.into());
+    raw.next_seq += 1;
+    let request = builder.finish(1, 4096);
+    let (req_at, data_at, reply_at) = (raw.scratch(0), raw.scratch(8 << 20), raw.scratch(1 << 20));
+    raw.dev.write_guest(req_at, &request).unwrap();
+    raw.dev.write_guest(data_at, data).unwrap();
+    let chain = [
+        DescSpec {
+            addr: req_at,
+            len: request.len() as u32,
+            writable: false,
+        },
+        DescSpec {
+            addr: data_at,
+            len: size as u32,
+            writable: false,
+        },
+        DescSpec {
+            addr: reply_at,
+            len: 4096,
+            writable: true,
+        },
+    ];
+    raw.send_chain(&chain);
+    let mut reply = vec![0u8; 4096];
+    raw.dev.read_guest(reply_at, &mut reply).unwrap();
+    all_ok(&vgpu_protocol::decode_reply(&reply).unwrap());
+}
+
+/// Found by `backend_chains` (`fuzz/regressions/backend_chains/`): a
+/// checkpoint holding a buffer the guest created host-read-only was
+/// refused on restore with `CL_INVALID_OPERATION`, so a guest could make
+/// its own VM impossible to restore or migrate.
+#[test]
+fn buffers_the_host_may_not_read_or_write_survive_a_checkpoint_and_restore() {
+    const HOST_WRITE_ONLY: u64 = 1 << 7;
+    const HOST_READ_ONLY: u64 = 1 << 8;
+    const HOST_NO_ACCESS: u64 = 1 << 9;
+    const SIZE: usize = 4096;
+    let backend = Backend::start();
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    let reply = raw.batch(
+        1,
+        &[
+            CreateContext {
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            CreateQueue {
+                queue: 2,
+                context: 1,
+                properties: vec![],
+            }
+            .into(),
+            CreateBuffer {
+                mem: 20,
+                context: 1,
+                flags: 1,
+                size: SIZE as u64,
+                init: DataRef::NONE,
+            }
+            .into(),
+        ],
+    );
+    all_ok(&reply);
+    let buffers = [
+        (10, HOST_READ_ONLY),
+        (11, HOST_WRITE_ONLY),
+        (12, HOST_NO_ACCESS),
+    ];
+    let contents = |mem: u64| -> Vec<u8> { (0..SIZE).map(|i| (i as u64 * mem) as u8).collect() };
+    for (mem, host) in buffers {
+        create_filled(&mut raw, mem, 1 | host, &contents(mem));
+    }
+    let file = backend.dir().join("host-flags.ckpt");
+    assert_ctl_ok(&backend, &["checkpoint", file.to_str().unwrap()]);
+    assert_ctl_ok(&backend, &["restore", file.to_str().unwrap()]);
+    // Each buffer's contents, seen through a device-side copy (the guest
+    // may not read some of them itself).
+    for (mem, _) in buffers {
+        let copy = EnqueueCopyBuffer {
+            queue: 2,
+            src: mem,
+            dst: 20,
+            src_offset: 0,
+            dst_offset: 0,
+            size: SIZE as u64,
+            wait: vec![],
+            event: 0,
+        };
+        let read = EnqueueReadBuffer {
+            queue: 2,
+            mem: 20,
+            offset: 0,
+            data: DataRef {
+                offset: 0,
+                len: SIZE as u64,
+            },
+            wait: vec![],
+            event: 0,
+        };
+        let (reply, data) = raw.batch_with_in(1, &[copy.into(), read.into()], SIZE as u32);
+        all_ok(&reply);
+        assert!(data == contents(mem), "buffer {mem} lost its contents");
+    }
+}
+
+/// As above, for images: a checkpoint reads every image whole, a restore
+/// writes it whole. Each is filled on the device (the guest may not write
+/// some of them from the host) and read back through a copy to a buffer.
+#[test]
+fn images_the_host_may_not_read_or_write_survive_a_checkpoint_and_restore() {
+    const HOST_WRITE_ONLY: u64 = 1 << 7;
+    const HOST_READ_ONLY: u64 = 1 << 8;
+    const HOST_NO_ACCESS: u64 = 1 << 9;
+    const SIDE: u64 = 16;
+    const BYTES: u64 = SIDE * SIDE * 4;
+    let images = [
+        (10, HOST_READ_ONLY),
+        (11, HOST_WRITE_ONLY),
+        (12, HOST_NO_ACCESS),
+    ];
+    // CL_UNSIGNED_INT8 images are filled from four 32-bit channels.
+    let color = |mem: u64| -> [u8; 4] { [mem as u8, 2 * mem as u8, 3 * mem as u8, 255] };
+    let backend = Backend::start();
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    let mut requests: Vec<Request> = vec![
+        CreateContext {
+            context: 1,
+            properties: vec![],
+        }
+        .into(),
+        CreateQueue {
+            queue: 2,
+            context: 1,
+            properties: vec![],
+        }
+        .into(),
+        CreateBuffer {
+            mem: 20,
+            context: 1,
+            flags: 1,
+            size: BYTES,
+            init: DataRef::NONE,
+        }
+        .into(),
+    ];
+    for (mem, host) in images {
+        requests.push(
+            CreateImage {
+                mem,
+                context: 1,
+                flags: 1 | host,
+                channel_order: 0x10B5, // CL_RGBA
+                channel_type: 0x10DA,  // CL_UNSIGNED_INT8
+                image_type: 0x10F1,    // CL_MEM_OBJECT_IMAGE2D
+                dims: [SIDE, SIDE, 1],
+                array_size: 0,
+                buffer: 0,
+            }
+            .into(),
+        );
+        requests.push(
+            EnqueueFillImage {
+                queue: 2,
+                mem,
+                color: color(mem)
+                    .iter()
+                    .flat_map(|c| u32::from(*c).to_le_bytes())
+                    .collect(),
+                origin: [0; 3],
+                region: [SIDE, SIDE, 1],
+                wait: vec![],
+                event: 0,
+            }
+            .into(),
+        );
+    }
+    requests.push(Finish { queue: 2 }.into());
+    all_ok(&raw.batch(1, &requests));
+    let file = backend.dir().join("image-host-flags.ckpt");
+    assert_ctl_ok(&backend, &["checkpoint", file.to_str().unwrap()]);
+    assert_ctl_ok(&backend, &["restore", file.to_str().unwrap()]);
+    for (mem, _) in images {
+        let copy = EnqueueCopyImageToBuffer {
+            queue: 2,
+            src: mem,
+            dst: 20,
+            src_origin: [0; 3],
+            region: [SIDE, SIDE, 1],
+            dst_offset: 0,
+            wait: vec![],
+            event: 0,
+        };
+        let read = EnqueueReadBuffer {
+            queue: 2,
+            mem: 20,
+            offset: 0,
+            data: DataRef {
+                offset: 0,
+                len: BYTES,
+            },
+            wait: vec![],
+            event: 0,
+        };
+        let (reply, data) = raw.batch_with_in(1, &[copy.into(), read.into()], BYTES as u32);
+        all_ok(&reply);
+        assert!(
+            data.chunks(4).all(|pixel| pixel == color(mem)),
+            "image {mem} lost its contents"
+        );
+    }
+}

@@ -11,6 +11,7 @@ fn main() {
         match target.as_str() {
             "protocol_decode" => vgpu_fuzz::protocol_decode(&data),
             "backend_dispatch" => vgpu_fuzz::backend_dispatch(&data),
+            "backend_chains" => vgpu_fuzz::backend_chains(&data),
             other => panic!("unknown target {other}"),
         }
     }

@@ -4,4 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| vgpu_fuzz::backend_dispatch(data));
+fuzz_target!(|data: &[u8]| {
+    vgpu_fuzz::keep_last("backend_dispatch", data);
+    vgpu_fuzz::backend_dispatch(data)
+});

@@ -128,11 +128,11 @@ const INFO_PARAMS: &[u32] = &[
 ];
 
 /// The shared executor and the bytes of its host platform and device ids.
-type Shared = (Arc<dyn Executor>, [u8; 8], [u8; 8]);
+pub(crate) type Shared = (Arc<dyn Executor>, [u8; 8], [u8; 8]);
 
 /// The executor every run shares (opening a device is slow); `None`
 /// without an OpenCL device.
-fn executor() -> Option<Shared> {
+pub(crate) fn executor() -> Option<Shared> {
     static EXECUTOR: OnceLock<Option<Shared>> = OnceLock::new();
     EXECUTOR
         .get_or_init(|| {
@@ -146,7 +146,7 @@ fn executor() -> Option<Shared> {
 
 /// `VGPU_FUZZ_TRACE=1`: print every reply's statuses (to see how deep
 /// an input gets).
-fn trace() -> bool {
+pub(crate) fn trace() -> bool {
     static TRACE: OnceLock<bool> = OnceLock::new();
     *TRACE.get_or_init(|| std::env::var_os("VGPU_FUZZ_TRACE").is_some_and(|v| v == "1"))
 }
@@ -158,7 +158,7 @@ pub fn available() -> bool {
 
 /// What the generator remembers between operations.
 #[derive(Default)]
-struct Model {
+pub(crate) struct Model {
     /// User-event handles whose status may still be unset: set before
     /// any call that blocks, as a sane guest would, so the run never
     /// waits forever on itself (that wait is the guest's own, and
@@ -322,7 +322,7 @@ fn get_info(u: &mut Unstructured<'_>) -> Result<GetInfo> {
 }
 
 /// One operation; `None` when the input ran out.
-fn operation(u: &mut Unstructured<'_>, model: &Model) -> Result<Request> {
+pub(crate) fn operation(u: &mut Unstructured<'_>, model: &Model) -> Result<Request> {
     let wait = |u: &mut Unstructured<'_>| handles(u);
     let event = |u: &mut Unstructured<'_>| -> Result<u64> {
         Ok(if u.ratio(1u8, 2)? { 0 } else { handle(u)? })
@@ -845,7 +845,7 @@ pub fn encode(flags: u16, requests: &[Request], reply_capacity: u32) -> Vec<u8> 
 }
 
 /// The statuses of a call that named an object the session does not have.
-const UNKNOWN_OBJECT: &[Status] = &[
+pub(crate) const UNKNOWN_OBJECT: &[Status] = &[
     Status::INVALID_CONTEXT,
     Status::INVALID_COMMAND_QUEUE,
     Status::INVALID_MEM_OBJECT,

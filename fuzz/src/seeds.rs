@@ -524,3 +524,24 @@ pub fn decode_seeds() -> Vec<(String, Vec<u8>)> {
     seeds.push(("elf".to_string(), elf));
     seeds
 }
+
+/// Seeds of `backend_chains`: its input is read by `Unstructured`, so any
+/// bytes are a valid run; these are fixed pseudo-random ones of a few
+/// lengths (xorshift64*, so that `make_seeds` writes the same files).
+pub fn chains_seeds() -> Vec<(String, Vec<u8>)> {
+    let mut state = 0x00c4_a1e5_5eed_0001u64;
+    let mut next = move || {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    };
+    [64usize, 256, 512, 1024, 2048, 4096, 4096, 8192]
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| {
+            let bytes = (0..len).map(|_| (next() >> 56) as u8).collect();
+            (format!("random-{i}"), bytes)
+        })
+        .collect()
+}

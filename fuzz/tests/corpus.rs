@@ -1,13 +1,13 @@
-//! Replays the committed seed corpus through the targets' bodies on
-//! stable Rust (no libFuzzer): `cargo test` in `fuzz/`. The inputs of
-//! findings (`regressions/`) are replayed by `scripts/fuzz.sh`, under
-//! AddressSanitizer; the open ones end the process until fixed.
+//! Replays the committed seed corpus and the inputs of past findings
+//! (`regressions/`) through the targets' bodies on stable Rust (no
+//! libFuzzer): `cargo test` in `fuzz/`. `scripts/fuzz.sh` replays the same
+//! inputs under AddressSanitizer, where an over-read such as F8's shows.
 
 use std::path::Path;
 
 fn inputs(target: &str) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
-    for dir in ["corpus"] {
+    for dir in ["corpus", "regressions"] {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir).join(target);
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
@@ -43,5 +43,19 @@ fn backend_dispatch_corpus_replays() {
     for (name, bytes) in inputs {
         eprintln!("{name}");
         vgpu_fuzz::backend_dispatch(&bytes);
+    }
+}
+
+#[test]
+fn backend_chains_corpus_replays() {
+    if !vgpu_fuzz::dispatch::available() {
+        eprintln!("skipped: no OpenCL device");
+        return;
+    }
+    let inputs = inputs("backend_chains");
+    assert!(!inputs.is_empty(), "no corpus: run make_seeds");
+    for (name, bytes) in inputs {
+        eprintln!("{name}");
+        vgpu_fuzz::backend_chains(&bytes);
     }
 }

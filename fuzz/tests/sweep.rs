@@ -119,3 +119,17 @@ fn backend_dispatch_survives_mutated_seeds() {
         vgpu_fuzz::dispatch::unknown_handles_refused()
     );
 }
+
+#[test]
+fn backend_chains_survives_mutated_seeds() {
+    if !vgpu_fuzz::dispatch::available() {
+        eprintln!("skipped: no OpenCL device");
+        return;
+    }
+    sweep("backend_chains", 300 * scale(), vgpu_fuzz::backend_chains);
+    let [accepted, dropped, succeeded, restored, refused] = vgpu_fuzz::chains::reached();
+    eprintln!(
+        "backend_chains: {accepted} chains accepted, {dropped} dropped by resolve, \
+         {succeeded} calls succeeded, {restored} restores done, {refused} refused"
+    );
+}

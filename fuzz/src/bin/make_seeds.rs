@@ -18,4 +18,5 @@ fn write(target: &str, seeds: Vec<(String, Vec<u8>)>) {
 fn main() {
     write("protocol_decode", vgpu_fuzz::seeds::decode_seeds());
     write("backend_dispatch", vgpu_fuzz::seeds::dispatch_seeds());
+    write("backend_chains", vgpu_fuzz::seeds::chains_seeds());
 }

@@ -112,6 +112,19 @@ impl ImageContents {
     fn transfer(&mut self, to_device: bool) -> Result<(), Status> {
         let image = image_of(&self.mem)?;
         let region = image.extent();
+        if !super::bounce::host_may(self.mem.flags, to_device) {
+            let region = region.map(usize::try_from);
+            let [Ok(w), Ok(h), Ok(d)] = region else {
+                return Err(Status::INVALID_IMAGE_SIZE);
+            };
+            return super::bounce::image_through_buffer(
+                self.queue.queue.0,
+                &self.mem,
+                [w, h, d],
+                &mut self.staged,
+                to_device,
+            );
+        }
         let event = OpenClSession::image_transfer(
             self.queue.queue.0,
             &self.mem,

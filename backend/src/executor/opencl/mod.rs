@@ -2,6 +2,7 @@
 //! ICD loader (PoCL on CPUs, NVIDIA OpenCL on GPUs).
 
 mod args;
+mod bounce;
 mod commands;
 mod create;
 mod guard;

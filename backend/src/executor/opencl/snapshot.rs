@@ -109,23 +109,12 @@ impl BufferSource for DeviceBufferSource {
     }
 
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), Status> {
-        // SAFETY: blocking read of `buf.len()` bytes into `buf`; the caller
-        // keeps `offset + len` within the buffer's size.
-        let event = unsafe {
-            cl3::command_queue::enqueue_read_buffer(
-                self.queue.queue.0,
-                self.mem.raw,
-                cl3::types::CL_BLOCKING,
-                usize::try_from(offset).map_err(|_| Status::INVALID_VALUE)?,
-                buf.len(),
-                buf.as_mut_ptr() as *mut _,
-                0,
-                std::ptr::null(),
-            )
-        }
-        .map_err(Status)?;
-        drop(HostEvent(event));
-        Ok(())
+        super::bounce::transfer(
+            self.queue.queue.0,
+            &self.mem,
+            offset,
+            super::bounce::Direction::ToHost(buf),
+        )
     }
 }
 
@@ -134,28 +123,12 @@ struct DeviceBufferSink(DeviceBufferSource);
 impl BufferSink for DeviceBufferSink {
     fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), Status> {
         let source = &self.0;
-        if offset
-            .checked_add(data.len() as u64)
-            .is_none_or(|end| end > source.mem.size)
-        {
-            return Err(Status::INVALID_VALUE);
-        }
-        // SAFETY: blocking write of `data`, range checked above.
-        let event = unsafe {
-            cl3::command_queue::enqueue_write_buffer(
-                source.queue.queue.0,
-                source.mem.raw,
-                cl3::types::CL_BLOCKING,
-                usize::try_from(offset).map_err(|_| Status::INVALID_VALUE)?,
-                data.len(),
-                data.as_ptr() as *const _,
-                0,
-                std::ptr::null(),
-            )
-        }
-        .map_err(Status)?;
-        drop(HostEvent(event));
-        Ok(())
+        super::bounce::transfer(
+            source.queue.queue.0,
+            &source.mem,
+            offset,
+            super::bounce::Direction::ToDevice(data),
+        )
     }
 }
 
