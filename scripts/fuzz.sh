@@ -105,7 +105,7 @@ done
 smoke_runs() {
   case "$1" in
     backend_dispatch) echo 150 ;;
-    backend_chains) echo 600 ;;
+    backend_chains) echo 400 ;;
     protocol_decode) echo 30000 ;;
     *) echo 100000 ;;
   esac
