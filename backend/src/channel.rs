@@ -21,7 +21,13 @@ const MAX_MESSAGE: usize = 64 << 10;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum WorkerEvent {
     /// The device is open, the worker confined, and it is about to accept.
-    Ready { devices: Vec<String> },
+    Ready {
+        devices: Vec<String>,
+        /// The worker's private driver cache, for the supervisor to remove
+        /// once the worker has ended, however it ended.
+        #[serde(default)]
+        cache: Option<std::path::PathBuf>,
+    },
     /// Setting up failed; the worker exits.
     Failed { error: String },
     /// A front-end connected: the supervisor starts the next standby.

@@ -84,12 +84,41 @@ fn install_filter(policy: policy::Policy) -> io::Result<()> {
     Ok(())
 }
 
+/// A new directory under `$TMPDIR`, made by this call: creation fails if
+/// the path exists, symlinks included, so a directory someone else made is
+/// never reused.
+fn private_dir() -> io::Result<PathBuf> {
+    let mut last = None;
+    for _ in 0..8 {
+        let mut nonce = [0u8; 8];
+        // SAFETY: `nonce` is valid for writes of its length.
+        let n = unsafe { libc::getrandom(nonce.as_mut_ptr().cast(), nonce.len(), 0) };
+        if n != nonce.len() as isize {
+            return Err(io::Error::last_os_error());
+        }
+        let name = format!(
+            "vgpu-worker-{}-{:016x}",
+            std::process::id(),
+            u64::from_ne_bytes(nonce)
+        );
+        let dir = std::env::temp_dir().join(name);
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::other("no private directory")))
+}
+
 /// Gives a worker that will drop root a driver cache of its own: PoCL
 /// compiles and links every kernel in `POCL_CACHE_DIR` (by default under
 /// root's home, which the worker can no longer write), and a cache shared
 /// between VMs would let one VM's worker plant binaries another loads.
-/// Creates `$TMPDIR/vgpu-worker-<pid>` (mode 0700, owned by the worker's
-/// user) and points `POCL_CACHE_DIR` at it, unless already set.
+/// Creates `$TMPDIR/vgpu-worker-<pid>-<random>` (mode 0700, owned by the
+/// worker's user; random, since a killed backend leaves its workers'
+/// directories behind and pids come round again) and points
+/// `POCL_CACHE_DIR` at it, unless already set.
 ///
 /// Call before the device is opened (PoCL reads the variable once) and
 /// while the process has a single thread (it changes the environment).
@@ -102,10 +131,7 @@ pub fn prepare_worker(sandbox: &Sandbox) -> io::Result<Option<PathBuf>> {
         return Ok(None);
     }
     let creds = user::target(user.as_deref())?;
-    let dir = std::env::temp_dir().join(format!("vgpu-worker-{}", std::process::id()));
-    // Fails if the path exists, symlinks included: never reuse a
-    // directory someone else may have made.
-    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    let dir = private_dir()?;
     if let Some(creds) = &creds {
         std::os::unix::fs::chown(&dir, Some(creds.uid), Some(creds.gid))?;
     }

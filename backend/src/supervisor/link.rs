@@ -28,6 +28,8 @@ pub struct Spawn<'a> {
 pub struct WorkerLink {
     pub vm_id: u64,
     pub pid: u32,
+    /// The worker's private driver cache, once it said where.
+    pub cache: Mutex<Option<std::path::PathBuf>>,
     channel: Channel,
     child: Mutex<Child>,
 }
@@ -91,6 +93,7 @@ impl WorkerLink {
         Ok(WorkerLink {
             vm_id: spawn.vm_id,
             pid: child.id(),
+            cache: Mutex::new(None),
             channel: ours,
             child: Mutex::new(child),
         })
@@ -100,7 +103,12 @@ impl WorkerLink {
     /// exited, or is about to).
     pub fn next_event(&self) -> Option<WorkerEvent> {
         match self.channel.recv::<WorkerEvent>() {
-            Ok(Some((event, _))) => Some(event),
+            Ok(Some((event, _))) => {
+                if let WorkerEvent::Ready { cache, .. } = &event {
+                    *self.cache.lock().unwrap_or_else(|e| e.into_inner()) = cache.clone();
+                }
+                Some(event)
+            }
             Ok(None) => None,
             Err(e) => {
                 log::warn!("worker {}: {e}", self.pid);
@@ -130,6 +138,18 @@ impl WorkerLink {
         match child.wait() {
             Ok(status) => status.to_string(),
             Err(e) => format!("unknown ({e})"),
+        }
+    }
+
+    /// Removes the worker's private driver cache (it has ended).
+    pub fn remove_cache(&self) {
+        let Some(dir) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return;
+        };
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                log::warn!("cannot remove {}: {e}", dir.display());
+            }
         }
     }
 

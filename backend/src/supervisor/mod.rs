@@ -214,7 +214,7 @@ pub fn run(config: Config) -> Result<(), ServerError> {
         .map_err(ServerError::Worker)
         .map_err(failed)?;
     match standby.next_event() {
-        Some(WorkerEvent::Ready { devices }) => {
+        Some(WorkerEvent::Ready { devices, .. }) => {
             log::info!("serving {}", devices.join("; "));
             *supervisor
                 .devices
@@ -223,12 +223,12 @@ pub fn run(config: Config) -> Result<(), ServerError> {
         }
         Some(WorkerEvent::Failed { error }) => {
             standby.reap();
-            remove_worker_cache(standby.pid);
+            standby.remove_cache();
             return Err(failed(ServerError::Start(error)));
         }
         other => {
             let status = standby.reap();
-            remove_worker_cache(standby.pid);
+            standby.remove_cache();
             return Err(failed(ServerError::Start(format!(
                 "the first worker ended before it was ready ({other:?}, {status})"
             ))));
@@ -260,7 +260,7 @@ pub fn run(config: Config) -> Result<(), ServerError> {
 fn serve_front_ends(supervisor: &Arc<Supervisor>, mut standby: Arc<WorkerLink>) {
     loop {
         match standby.next_event() {
-            Some(WorkerEvent::Ready { devices }) => {
+            Some(WorkerEvent::Ready { devices, .. }) => {
                 *supervisor
                     .devices
                     .write()
@@ -285,13 +285,13 @@ fn serve_front_ends(supervisor: &Arc<Supervisor>, mut standby: Arc<WorkerLink>) 
                 log::error!("a standby worker could not start: {error}");
                 standby.reap();
                 supervisor.forget(&standby);
-                remove_worker_cache(standby.pid);
+                standby.remove_cache();
                 pause_before_restart(supervisor);
             }
             Some(WorkerEvent::Finished { .. } | WorkerEvent::Disconnected) | None => {
                 let status = standby.reap();
                 supervisor.forget(&standby);
-                remove_worker_cache(standby.pid);
+                standby.remove_cache();
                 if !supervisor.is_shutting_down() {
                     log::error!("the standby worker {} ended: {status}", standby.pid);
                     pause_before_restart(supervisor);
@@ -313,17 +313,6 @@ fn serve_front_ends(supervisor: &Arc<Supervisor>, mut standby: Arc<WorkerLink>) 
                 }
             }
         };
-    }
-}
-
-/// The driver cache `sandbox::prepare_worker` made for a worker, once the
-/// worker has ended (however it ended).
-fn remove_worker_cache(pid: u32) {
-    let dir = std::env::temp_dir().join(format!("vgpu-worker-{pid}"));
-    if let Err(e) = std::fs::remove_dir_all(&dir) {
-        if e.kind() != std::io::ErrorKind::NotFound {
-            log::warn!("cannot remove {}: {e}", dir.display());
-        }
     }
 }
 
@@ -353,7 +342,7 @@ fn watch(supervisor: Arc<Supervisor>, link: Arc<WorkerLink>) {
             }
             let status = link.reap();
             supervisor.forget(&link);
-            remove_worker_cache(link.pid);
+            link.remove_cache();
             if finished {
                 log::info!("worker {} of front-end {} ended", link.pid, link.vm_id);
             } else {
@@ -392,7 +381,7 @@ fn wait_for_workers(supervisor: &Supervisor) {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    workers.iter().for_each(|w| remove_worker_cache(w.pid));
+    workers.iter().for_each(|w| w.remove_cache());
 }
 
 /// Waits for SIGINT or SIGTERM (blocked everywhere) on a thread of its own.

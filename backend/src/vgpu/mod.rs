@@ -94,6 +94,11 @@ pub struct Vgpu {
     profile: RwLock<Arc<Profile>>,
     /// Chains accepted and not yet returned.
     in_flight: Arc<(Mutex<usize>, std::sync::Condvar)>,
+    /// Chains counted against `--max-in-flight`: a chain leaves this count
+    /// before the guest can see it returned, so the guest's next chain is
+    /// never refused for one it already has back (`in_flight` drops only
+    /// after the return, for `wait_idle`).
+    admitted: Arc<AtomicUsize>,
     quota: Arc<Quota>,
     metrics: Arc<crate::vgpu::metrics::VmMetrics>,
     /// Batches handed to session threads and not finished, all sessions.
@@ -126,6 +131,7 @@ impl Vgpu {
             sessions: Mutex::new(HashMap::new()),
             held: Mutex::new(None),
             in_flight: Arc::new((Mutex::new(0), std::sync::Condvar::new())),
+            admitted: Default::default(),
             metrics: Default::default(),
             jobs_queued: Default::default(),
         })
@@ -303,20 +309,20 @@ impl Vgpu {
 
     /// Accepts a chain from the vring: counted in flight until returned.
     pub fn accept(self: &Arc<Self>, chain: ResolvedChain, done: Completion) {
-        {
-            let mut count = self.in_flight.0.lock().unwrap_or_else(|e| e.into_inner());
-            let limit = self.quota.limits.in_flight;
-            if limit != 0 && *count as u64 >= limit {
-                drop(count);
-                crate::guest_warn!(self.warnings, "refusing a chain: {limit} already in flight");
-                return complete(chain, ReplyBuilder::refused(Status::OUT_OF_RESOURCES), done);
-            }
-            *count += 1;
+        let limit = self.quota.limits.in_flight;
+        let admitted = self.admitted.fetch_add(1, Ordering::AcqRel) as u64;
+        if limit != 0 && admitted >= limit {
+            self.admitted.fetch_sub(1, Ordering::AcqRel);
+            crate::guest_warn!(self.warnings, "refusing a chain: {limit} already in flight");
+            return complete(chain, ReplyBuilder::refused(Status::OUT_OF_RESOURCES), done);
         }
+        *self.in_flight.0.lock().unwrap_or_else(|e| e.into_inner()) += 1;
         let in_flight = self.in_flight.clone();
+        let admitted = self.admitted.clone();
         self.submit(
             chain,
             Box::new(move |head, used| {
+                admitted.fetch_sub(1, Ordering::AcqRel);
                 done(head, used);
                 let (count, idle) = &*in_flight;
                 let mut n = count.lock().unwrap_or_else(|e| e.into_inner());

@@ -63,12 +63,13 @@ pub fn run(config: Config, role: WorkerRole) -> Result<(), ServerError> {
         vgpu,
         mut daemon,
         device,
+        cache,
     } = set_up;
     spawn_signal_thread().map_err(ServerError::Signals)?;
     requests::spawn(channel.clone(), registry.clone()).map_err(ServerError::Signals)?;
     let devices = registry.executors().iter().map(|e| e.describe()).collect();
     channel
-        .send(&WorkerEvent::Ready { devices }, &[])
+        .send(&WorkerEvent::Ready { devices, cache }, &[])
         .map_err(ServerError::Channel)?;
     daemon
         .start(&mut listener)
@@ -107,6 +108,7 @@ struct SetUp {
     vgpu: Arc<Vgpu>,
     daemon: VhostUserDaemon<VgpuDevice>,
     device: VgpuDevice,
+    cache: Option<std::path::PathBuf>,
 }
 
 /// Everything before the first byte from a guest: the device, the
@@ -115,7 +117,7 @@ fn set_up(config: &Config, role: &WorkerRole) -> Result<SetUp, ServerError> {
     crate::startup::block_shutdown_signals().map_err(ServerError::Signals)?;
     // Still one thread: the driver's cache moves to a directory of the
     // worker's own before the driver is loaded.
-    crate::sandbox::prepare_worker(&config.sandbox).map_err(ServerError::Sandbox)?;
+    let cache = crate::sandbox::prepare_worker(&config.sandbox).map_err(ServerError::Sandbox)?;
     // What only the starting user may read: the binary key, the profile,
     // the checkpoint to start from.
     crate::startup::install_binary_key(config)?;
@@ -173,6 +175,7 @@ fn set_up(config: &Config, role: &WorkerRole) -> Result<SetUp, ServerError> {
         vgpu,
         daemon,
         device,
+        cache,
     })
 }
 
