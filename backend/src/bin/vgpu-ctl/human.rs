@@ -74,8 +74,9 @@ fn status(s: &StatusReply) -> String {
             .collect();
         let _ = writeln!(
             out,
-            "  vm {}: {} session(s){}, memory {} of {}; {}",
+            "  vm {} (worker {}): {} session(s){}, memory {} of {}; {}",
             vm.id,
+            vm.worker_pid,
             vm.sessions,
             if vm.paused { ", paused" } else { "" },
             bytes(vm.memory_used_bytes),
