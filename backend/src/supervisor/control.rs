@@ -210,7 +210,6 @@ fn rehome(supervisor: &Supervisor, spec: &str, out: &Out) -> Result<String, Erro
             .collect();
         running.into_iter().map(|r| r.join()).collect()
     });
-    let serving: Vec<u64> = supervisor.serving(None).iter().map(|w| w.vm_id).collect();
     let mut rehomed = Vec::new();
     let mut failures = Vec::new();
     for (worker, result) in workers.iter().zip(results) {
@@ -222,7 +221,7 @@ fn rehome(supervisor: &Supervisor, spec: &str, out: &Out) -> Result<String, Erro
             });
         match reply {
             // The standby moves too (its VM is still empty): only VMs count.
-            Ok(reply) if serving.contains(&worker.vm_id) => rehomed.extend(reply.rehomed),
+            Ok(reply) if worker.is_serving() => rehomed.extend(reply.rehomed),
             Ok(_) => {}
             Err(e) => failures.push(format!("worker {}: {}", worker.pid, e.message)),
         }

@@ -28,6 +28,9 @@ pub struct Spawn<'a> {
 pub struct WorkerLink {
     pub vm_id: u64,
     pub pid: u32,
+    /// Whether a front-end is connected to it (control commands for a VM
+    /// go to the worker serving it, not to the standby or one ending).
+    serving: std::sync::atomic::AtomicBool,
     /// The worker's private driver cache, once it said where.
     pub cache: Mutex<Option<std::path::PathBuf>>,
     channel: Channel,
@@ -93,6 +96,7 @@ impl WorkerLink {
         Ok(WorkerLink {
             vm_id: spawn.vm_id,
             pid: child.id(),
+            serving: Default::default(),
             cache: Mutex::new(None),
             channel: ours,
             child: Mutex::new(child),
@@ -139,6 +143,15 @@ impl WorkerLink {
             Ok(status) => status.to_string(),
             Err(e) => format!("unknown ({e})"),
         }
+    }
+
+    pub fn is_serving(&self) -> bool {
+        self.serving.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub fn set_serving(&self, serving: bool) {
+        self.serving
+            .store(serving, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Removes the worker's private driver cache (it has ended).

@@ -41,8 +41,6 @@ pub struct Supervisor {
     socket: std::path::PathBuf,
     /// Every worker alive: the serving ones and the standby.
     links: Mutex<Vec<Arc<WorkerLink>>>,
-    /// The ids of the workers that serve a front-end.
-    serving: Mutex<Vec<u64>>,
     /// What the workers serve, as the newest ready one described it.
     devices: RwLock<Vec<String>>,
     /// Device counters of the workers that ended, summed per API.
@@ -58,11 +56,10 @@ pub struct Supervisor {
 impl Supervisor {
     /// The worker serving front-end `id`, or the only one.
     pub fn serving(&self, id: Option<u64>) -> Vec<Arc<WorkerLink>> {
-        let serving = self.serving.lock().unwrap_or_else(|e| e.into_inner());
         let links = self.links.lock().unwrap_or_else(|e| e.into_inner());
         links
             .iter()
-            .filter(|l| serving.contains(&l.vm_id) && id.is_none_or(|id| id == l.vm_id))
+            .filter(|l| l.is_serving() && id.is_none_or(|id| id == l.vm_id))
             .cloned()
             .collect()
     }
@@ -128,17 +125,9 @@ impl Supervisor {
         Ok(link)
     }
 
-    /// The worker's front-end went away: commands no longer go to it.
-    fn stop_serving(&self, link: &WorkerLink) {
-        let mut serving = self.serving.lock().unwrap_or_else(|e| e.into_inner());
-        serving.retain(|id| *id != link.vm_id);
-    }
-
     fn forget(&self, link: &WorkerLink) {
         let mut links = self.links.lock().unwrap_or_else(|e| e.into_inner());
         links.retain(|l| l.pid != link.pid);
-        let mut serving = self.serving.lock().unwrap_or_else(|e| e.into_inner());
-        serving.retain(|id| *id != link.vm_id);
     }
 
     fn retire(&self, devices: Vec<DeviceFigures>) {
@@ -191,7 +180,6 @@ pub fn run(config: Config) -> Result<(), ServerError> {
         listener: listener.as_raw_fd(),
         socket: config.socket.clone(),
         links: Mutex::new(Vec::new()),
-        serving: Mutex::new(Vec::new()),
         devices: RwLock::new(Vec::new()),
         retired: Mutex::new(Vec::new()),
         rehomed_to: Mutex::new(None),
@@ -274,11 +262,7 @@ fn serve_front_ends(supervisor: &Arc<Supervisor>, mut standby: Arc<WorkerLink>) 
                     standby.pid
                 );
                 supervisor.restore_pending.store(false, Ordering::SeqCst);
-                supervisor
-                    .serving
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(standby.vm_id);
+                standby.set_serving(true);
                 watch(supervisor.clone(), standby.clone());
             }
             Some(WorkerEvent::Failed { error }) => {
@@ -332,7 +316,7 @@ fn watch(supervisor: Arc<Supervisor>, link: Arc<WorkerLink>) {
             let mut finished = false;
             while let Some(event) = link.next_event() {
                 match event {
-                    WorkerEvent::Disconnected => supervisor.stop_serving(&link),
+                    WorkerEvent::Disconnected => link.set_serving(false),
                     WorkerEvent::Finished { devices } => {
                         supervisor.retire(devices);
                         finished = true;
