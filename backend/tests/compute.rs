@@ -2,6 +2,7 @@
 //! daemon on its real socket, checked against a CPU reference.
 
 mod common;
+use common::req;
 
 use vgpu_protocol::messages::*;
 use vgpu_protocol::{ArgKind, DataRef, InfoTarget, ObjectKind, Status, Wire};
@@ -66,46 +67,14 @@ fn create_buffer(client: &Client, context: u64, data: &[u8]) -> u64 {
 
 fn setup(client: &Client) -> (u64, u64, u64) {
     let context = client.new_handle();
-    client
-        .defer(
-            CreateContext {
-                context,
-                properties: vec![],
-            }
-            .into(),
-        )
-        .unwrap();
+    client.defer(req::context(context)).unwrap();
     let queue = client.new_handle();
-    client
-        .defer(
-            CreateQueue {
-                queue,
-                context,
-                properties: vec![],
-            }
-            .into(),
-        )
-        .unwrap();
+    client.defer(req::queue(queue, context)).unwrap();
     let program = client.new_handle();
     client
-        .defer(
-            CreateProgramWithSource {
-                program,
-                context,
-                source: SOURCE.as_bytes().to_vec(),
-            }
-            .into(),
-        )
+        .defer(req::program(program, context, SOURCE.as_bytes()))
         .unwrap();
-    client
-        .call(
-            BuildProgram {
-                program,
-                options: vec![],
-            }
-            .into(),
-        )
-        .unwrap();
+    client.call(req::build(program)).unwrap();
     (context, queue, program)
 }
 
@@ -142,28 +111,10 @@ fn vector_add_and_local_memory_reduction_match_the_cpu() {
     );
     let mc = client.new_handle();
     client
-        .defer(
-            CreateBuffer {
-                mem: mc,
-                context,
-                flags: 1,
-                size: (n * 4) as u64,
-                init: DataRef::NONE,
-            }
-            .into(),
-        )
+        .defer(req::buffer(mc, context, 1, (n * 4) as u64))
         .unwrap();
     let vadd = client.new_handle();
-    client
-        .defer(
-            CreateKernel {
-                kernel: vadd,
-                program,
-                name: b"vadd".to_vec(),
-            }
-            .into(),
-        )
-        .unwrap();
+    client.defer(req::kernel(vadd, program, b"vadd")).unwrap();
     for (i, m) in [ma, mb, mc].into_iter().enumerate() {
         set_mem(&client, vadd, i as u32, m);
     }
@@ -192,27 +143,11 @@ fn vector_add_and_local_memory_reduction_match_the_cpu() {
     let mout = client.new_handle();
     let groups = n / group;
     client
-        .defer(
-            CreateBuffer {
-                mem: mout,
-                context,
-                flags: 1,
-                size: (groups * 4) as u64,
-                init: DataRef::NONE,
-            }
-            .into(),
-        )
+        .defer(req::buffer(mout, context, 1, (groups * 4) as u64))
         .unwrap();
     let reduce = client.new_handle();
     client
-        .defer(
-            CreateKernel {
-                kernel: reduce,
-                program,
-                name: b"reduce".to_vec(),
-            }
-            .into(),
-        )
+        .defer(req::kernel(reduce, program, b"reduce"))
         .unwrap();
     set_mem(&client, reduce, 0, min);
     set_mem(&client, reduce, 1, mout);

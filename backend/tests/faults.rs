@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::req;
 use common::{Backend, RawFrontend};
 use vgpu_protocol::frame::BatchBuilder;
 use vgpu_protocol::messages::*;
@@ -49,25 +50,9 @@ impl Bystander {
         let reply = raw.batch(
             7,
             &[
-                CreateContext {
-                    context: 1,
-                    properties: vec![],
-                }
-                .into(),
-                CreateQueue {
-                    queue: 2,
-                    context: 1,
-                    properties: vec![],
-                }
-                .into(),
-                CreateBuffer {
-                    mem: 3,
-                    context: 1,
-                    flags: 1,
-                    size: 256,
-                    init: DataRef::NONE,
-                }
-                .into(),
+                req::context(1),
+                req::queue(2, 1),
+                req::buffer(3, 1, 1, 256),
                 EnqueueFillBuffer {
                     queue: 2,
                     mem: 3,
@@ -250,44 +235,15 @@ fn kill(child: &mut Child) {
 /// Context, queue, a 1 MiB buffer and the `bump` kernel on it.
 fn child_setup(client: &Client) {
     let requests: Vec<Request> = vec![
-        CreateContext {
-            context: 1,
-            properties: vec![],
-        }
-        .into(),
-        CreateQueue {
-            queue: 2,
-            context: 1,
-            properties: vec![],
-        }
-        .into(),
-        CreateBuffer {
-            mem: 3,
-            context: 1,
-            flags: 1,
-            size: 1 << 20,
-            init: DataRef::NONE,
-        }
-        .into(),
-        CreateProgramWithSource {
-            program: 4,
-            context: 1,
-            source: BUMP.as_bytes().to_vec(),
-        }
-        .into(),
+        req::context(1),
+        req::queue(2, 1),
+        req::buffer(3, 1, 1, 1 << 20),
+        req::program(4, 1, BUMP.as_bytes()),
     ];
     for request in requests {
         client.defer(request).expect("defer a create");
     }
-    client
-        .call(
-            BuildProgram {
-                program: 4,
-                options: vec![],
-            }
-            .into(),
-        )
-        .expect("build");
+    client.call(req::build(4)).expect("build");
     for request in [
         Request::from(CreateKernel {
             kernel: 5,
@@ -486,11 +442,7 @@ fn close_session_ends_a_wait_on_an_unset_user_event() {
     let reply = raw.batch(
         1,
         &[
-            CreateContext {
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
+            req::context(1),
             CreateUserEvent {
                 event: 2,
                 context: 1,
@@ -577,25 +529,9 @@ fn big_session(backend: &Backend) -> RawFrontend {
     let reply = raw.batch(
         1,
         &[
-            CreateContext {
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateQueue {
-                queue: 2,
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateBuffer {
-                mem: 3,
-                context: 1,
-                flags: 1,
-                size: 4 << 20,
-                init: DataRef::NONE,
-            }
-            .into(),
+            req::context(1),
+            req::queue(2, 1),
+            req::buffer(3, 1, 1, 4 << 20),
             EnqueueFillBuffer {
                 queue: 2,
                 mem: 3,
@@ -684,11 +620,7 @@ fn queue_on_device_is_refused_and_the_daemon_lives() {
     let reply = raw.batch(
         1,
         &[
-            CreateContext {
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
+            req::context(1),
             // CL_QUEUE_PROPERTIES: OUT_OF_ORDER | ON_DEVICE; CL_QUEUE_SIZE.
             CreateQueue {
                 queue: 2,
@@ -736,34 +668,16 @@ fn launches_of_2_pow_32_work_groups_are_refused_and_the_daemon_lives() {
     let setup = raw.batch(
         1,
         &[
-            CreateContext {
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateQueue {
-                queue: 2,
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
+            req::context(1),
+            req::queue(2, 1),
             CreateProgramWithSource {
                 program: 3,
                 context: 1,
                 source: b"__kernel void nop(void) {}".to_vec(),
             }
             .into(),
-            BuildProgram {
-                program: 3,
-                options: vec![],
-            }
-            .into(),
-            CreateKernel {
-                kernel: 4,
-                program: 3,
-                name: b"nop".to_vec(),
-            }
-            .into(),
+            req::build(3),
+            req::kernel(4, 3, b"nop"),
         ],
     );
     assert_all_succeed(&setup.records);
@@ -812,24 +726,7 @@ fn an_empty_program_source_is_an_error_and_the_daemon_lives() {
     raw.open_session(1);
     let reply = raw.batch(
         1,
-        &[
-            CreateContext {
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateProgramWithSource {
-                program: 2,
-                context: 1,
-                source: vec![],
-            }
-            .into(),
-            BuildProgram {
-                program: 2,
-                options: vec![],
-            }
-            .into(),
-        ],
+        &[req::context(1), req::program(2, 1, &[]), req::build(2)],
     );
     assert!(reply.records[0].status.is_success());
     assert!(backend.is_running(), "the daemon died");
@@ -841,22 +738,9 @@ fn an_empty_program_source_is_an_error_and_the_daemon_lives() {
 fn pocl_binary(raw: &mut RawFrontend) -> Option<Vec<u8>> {
     raw.open_session(1);
     let requests: Vec<Request> = vec![
-        CreateContext {
-            context: 1,
-            properties: vec![],
-        }
-        .into(),
-        CreateProgramWithSource {
-            program: 2,
-            context: 1,
-            source: BUMP.as_bytes().to_vec(),
-        }
-        .into(),
-        BuildProgram {
-            program: 2,
-            options: vec![],
-        }
-        .into(),
+        req::context(1),
+        req::program(2, 1, BUMP.as_bytes()),
+        req::build(2),
         GetInfo {
             target: vgpu_protocol::InfoTarget::Program as u32,
             handle: 2,
@@ -932,11 +816,7 @@ fn a_malformed_program_binary_is_an_error_and_the_daemon_lives() {
                 binary,
             }
             .into(),
-            BuildProgram {
-                program: 3,
-                options: vec![],
-            }
-            .into(),
+            req::build(3),
         ],
     );
     println!("create and build: {:?}", reply.records);
@@ -1005,11 +885,7 @@ fn guest_program_binaries_cannot_write_host_files() {
                 binary,
             }
             .into(),
-            BuildProgram {
-                program: 3,
-                options: vec![],
-            }
-            .into(),
+            req::build(3),
         ],
     );
     println!("create and build: {:?}", reply.records);
@@ -1095,22 +971,14 @@ fn compiler_debug_pragmas_cannot_end_the_daemon() {
         raw.batch(
             1,
             &[
-                CreateContext {
-                    context: program + 1,
-                    properties: vec![],
-                }
-                .into(),
+                req::context(program + 1),
                 CreateProgramWithSource {
                     program,
                     context: program + 1,
                     source: format!("{kernel}{pragma}").into_bytes(),
                 }
                 .into(),
-                BuildProgram {
-                    program,
-                    options: vec![],
-                }
-                .into(),
+                req::build(program),
             ],
         );
         assert!(backend.is_running(), "{pragma:?} ended the daemon");
@@ -1135,22 +1003,9 @@ fn host_file_leaks(spellings: &[&str]) -> Vec<String> {
         let reply = raw.batch(
             1,
             &[
-                CreateContext {
-                    context: program + 1,
-                    properties: vec![],
-                }
-                .into(),
-                CreateProgramWithSource {
-                    program,
-                    context: program + 1,
-                    source: source.into_bytes(),
-                }
-                .into(),
-                BuildProgram {
-                    program,
-                    options: vec![],
-                }
-                .into(),
+                req::context(program + 1),
+                req::program(program, program + 1, &source.into_bytes()),
+                req::build(program),
                 GetInfo {
                     target: vgpu_protocol::InfoTarget::ProgramBuild as u32,
                     handle: program,
@@ -1186,42 +1041,12 @@ fn a_kernel_cloned_after_a_local_argument_runs_right() {
     let (reply, data) = raw.batch_with_in(
         1,
         &[
-            CreateContext {
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateQueue {
-                queue: 2,
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateBuffer {
-                mem: 3,
-                context: 1,
-                flags: 1,
-                size: 64,
-                init: DataRef::NONE,
-            }
-            .into(),
-            CreateProgramWithSource {
-                program: 4,
-                context: 1,
-                source: BUMP.as_bytes().to_vec(),
-            }
-            .into(),
-            BuildProgram {
-                program: 4,
-                options: vec![],
-            }
-            .into(),
-            CreateKernel {
-                kernel: 5,
-                program: 4,
-                name: b"local_copy".to_vec(),
-            }
-            .into(),
+            req::context(1),
+            req::queue(2, 1),
+            req::buffer(3, 1, 1, 64),
+            req::program(4, 1, BUMP.as_bytes()),
+            req::build(4),
+            req::kernel(5, 4, b"local_copy"),
             SetKernelArg {
                 kernel: 5,
                 index: 0,

@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::req;
 use common::{Backend, RawFrontend};
 use vgpu_protocol::frame::{decode_reply, BatchBuilder, Reply};
 use vgpu_protocol::messages::*;
@@ -20,34 +21,11 @@ fn set_up(raw: &mut RawFrontend, session: u64, n: usize) {
     let reply = raw.batch(
         session,
         &[
-            CreateContext {
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateQueue {
-                queue: 2,
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateProgramWithSource {
-                program: 3,
-                context: 1,
-                source: SOURCE.to_vec(),
-            }
-            .into(),
-            BuildProgram {
-                program: 3,
-                options: vec![],
-            }
-            .into(),
-            CreateKernel {
-                kernel: 4,
-                program: 3,
-                name: b"inc".to_vec(),
-            }
-            .into(),
+            req::context(1),
+            req::queue(2, 1),
+            req::program(3, 1, SOURCE),
+            req::build(3),
+            req::kernel(4, 3, b"inc"),
         ],
     );
     assert!(
@@ -596,11 +574,7 @@ fn restore_streams_pass_the_guards_of_a_guest_call() {
                 binary,
             }
             .into(),
-            BuildProgram {
-                program: 6,
-                options: vec![],
-            }
-            .into(),
+            req::build(6),
         ],
     );
     assert!(
@@ -611,17 +585,7 @@ fn restore_streams_pass_the_guards_of_a_guest_call() {
     let (ok, out) = backend.ctl(&["checkpoint", good.to_str().expect("utf-8")]);
     assert!(ok, "{out}");
     // A change after the checkpoint, which a refused restore must keep.
-    let reply = raw.batch(
-        1,
-        &[CreateBuffer {
-            mem: 9,
-            context: 1,
-            flags: 1,
-            size: 64,
-            init: DataRef::NONE,
-        }
-        .into()],
-    );
+    let reply = raw.batch(1, &[req::buffer(9, 1, 1, 64)]);
     assert!(reply.records[0].status.is_success(), "{reply:?}");
     assert_eq!(mem_count(&mut raw, 1), 2);
 
@@ -666,22 +630,14 @@ fn build_logs_name_no_host_paths() {
     let reply = raw.batch(
         1,
         &[
-            CreateContext {
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
+            req::context(1),
             CreateProgramWithSource {
                 program: 2,
                 context: 1,
                 source: b"kernel void k(global int* p) { p[0] = undeclared; }".to_vec(),
             }
             .into(),
-            BuildProgram {
-                program: 2,
-                options: vec![],
-            }
-            .into(),
+            req::build(2),
             GetInfo {
                 target: vgpu_protocol::InfoTarget::ProgramBuild as u32,
                 handle: 2,
@@ -751,11 +707,7 @@ fn a_wait_nobody_ends_cannot_stall_a_checkpoint() {
     let reply = a.batch(
         1,
         &[
-            CreateContext {
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
+            req::context(1),
             CreateUserEvent {
                 event: 2,
                 context: 1,
@@ -771,17 +723,8 @@ fn a_wait_nobody_ends_cannot_stall_a_checkpoint() {
     let reply = a.batch(
         2,
         &[
-            CreateContext {
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateQueue {
-                queue: 2,
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
+            req::context(1),
+            req::queue(2, 1),
             CreateUserEvent {
                 event: 3,
                 context: 1,
@@ -920,11 +863,7 @@ fn from_binary(raw: &mut RawFrontend, session: u64, binary: Vec<u8>) -> Reply {
                 binary,
             }
             .into(),
-            BuildProgram {
-                program: 6,
-                options: vec![],
-            }
-            .into(),
+            req::build(6),
         ],
     )
 }

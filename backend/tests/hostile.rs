@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::req;
 use common::{Backend, RawFrontend};
 use vgpu_protocol::frame::{BatchBuilder, BATCH_HEADER_LEN};
 use vgpu_protocol::messages::*;
@@ -22,24 +23,7 @@ impl Bystander {
     fn new(backend: &Backend) -> Bystander {
         let mut raw = backend.raw();
         raw.open_session(7);
-        let reply = raw.batch(
-            7,
-            &[
-                CreateContext {
-                    context: 1,
-                    properties: vec![],
-                }
-                .into(),
-                CreateBuffer {
-                    mem: 5,
-                    context: 1,
-                    flags: 1,
-                    size: 256,
-                    init: DataRef::NONE,
-                }
-                .into(),
-            ],
-        );
+        let reply = raw.batch(7, &[req::context(1), req::buffer(5, 1, 1, 256)]);
         assert!(
             reply.records.iter().all(|r| r.status.is_success()),
             "{reply:?}"
@@ -123,15 +107,7 @@ fn payload_length_beyond_the_chain_refuses_the_batch() {
         Status::INVALID_VALUE
     );
     // Bulk data beyond the out-data stream.
-    let status = one_status(
-        &mut raw,
-        1,
-        CreateContext {
-            context: 1,
-            properties: vec![],
-        }
-        .into(),
-    );
+    let status = one_status(&mut raw, 1, req::context(1));
     assert_eq!(status, Status::SUCCESS);
     let status = one_status(
         &mut raw,
@@ -162,27 +138,7 @@ fn handles_of_other_sessions_and_vms_are_unknown() {
     raw.open_session(2);
     let reply = raw.batch(
         1,
-        &[
-            CreateContext {
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateBuffer {
-                mem: 5,
-                context: 1,
-                flags: 1,
-                size: 64,
-                init: DataRef::NONE,
-            }
-            .into(),
-            CreateQueue {
-                queue: 3,
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-        ],
+        &[req::context(1), req::buffer(5, 1, 1, 64), req::queue(3, 1)],
     );
     assert!(reply.records.iter().all(|r| r.status.is_success()));
     assert_eq!(
@@ -365,25 +321,8 @@ fn garbage_batches_never_stop_the_daemon() {
     let mut raw = backend.raw();
     raw.open_session(1);
     let mut builder = BatchBuilder::new(0);
-    builder.push(
-        1,
-        &CreateContext {
-            context: 1,
-            properties: vec![],
-        }
-        .into(),
-    );
-    builder.push(
-        2,
-        &CreateBuffer {
-            mem: 2,
-            context: 1,
-            flags: 1,
-            size: 64,
-            init: DataRef::NONE,
-        }
-        .into(),
-    );
+    builder.push(1, &req::context(1));
+    builder.push(2, &req::buffer(2, 1, 1, 64));
     builder.push(
         3,
         &SetKernelArg {
@@ -420,36 +359,11 @@ fn guest_bytes_are_never_taken_for_a_buffer_argument() {
     let reply = raw.batch(
         1,
         &[
-            CreateContext {
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateProgramWithSource {
-                program: 2,
-                context: 1,
-                source,
-            }
-            .into(),
-            BuildProgram {
-                program: 2,
-                options: vec![],
-            }
-            .into(),
-            CreateKernel {
-                kernel: 3,
-                program: 2,
-                name: b"k".to_vec(),
-            }
-            .into(),
-            CreateBuffer {
-                mem: 4,
-                context: 1,
-                flags: 1,
-                size: 64,
-                init: DataRef::NONE,
-            }
-            .into(),
+            req::context(1),
+            req::program(2, 1, &source),
+            req::build(2),
+            req::kernel(3, 2, b"k"),
+            req::buffer(4, 1, 1, 64),
         ],
     );
     assert!(
@@ -529,28 +443,8 @@ fn per_vm_quotas_refuse_with_out_of_resources_and_free_on_release() {
     raw.open_session(1);
     let mut other_vm = backend.raw();
     other_vm.open_session(1);
-    let buffer = |mem: u64, size: u64| -> Request {
-        CreateBuffer {
-            mem,
-            context: 1,
-            flags: 1,
-            size,
-            init: DataRef::NONE,
-        }
-        .into()
-    };
-    assert_eq!(
-        one_status(
-            &mut raw,
-            1,
-            CreateContext {
-                context: 1,
-                properties: vec![]
-            }
-            .into()
-        ),
-        Status::SUCCESS
-    );
+    let buffer = |mem: u64, size: u64| -> Request { req::buffer(mem, 1, 1, size) };
+    assert_eq!(one_status(&mut raw, 1, req::context(1)), Status::SUCCESS);
     assert_eq!(
         one_status(&mut raw, 1, buffer(2, 2 << 20)),
         Status::OUT_OF_RESOURCES,
@@ -620,15 +514,7 @@ fn per_vm_quotas_refuse_with_out_of_resources_and_free_on_release() {
     );
     // Quotas are per VM: another front-end has its own.
     assert_eq!(
-        one_status(
-            &mut other_vm,
-            1,
-            CreateContext {
-                context: 1,
-                properties: vec![]
-            }
-            .into()
-        ),
+        one_status(&mut other_vm, 1, req::context(1)),
         Status::SUCCESS
     );
     assert_eq!(
@@ -646,29 +532,10 @@ fn released_handles_are_unknown_and_racing_releases_free_once() {
     let backend = Backend::start();
     let client = std::sync::Arc::new(backend.client());
     let context = client.new_handle();
-    client
-        .call(
-            CreateContext {
-                context,
-                properties: vec![],
-            }
-            .into(),
-        )
-        .unwrap();
+    client.call(req::context(context)).unwrap();
     let mems: Vec<u64> = (0..64).map(|_| client.new_handle()).collect();
     for &mem in &mems {
-        client
-            .call(
-                CreateBuffer {
-                    mem,
-                    context,
-                    flags: 1,
-                    size: 64,
-                    init: DataRef::NONE,
-                }
-                .into(),
-            )
-            .unwrap();
+        client.call(req::buffer(mem, context, 1, 64)).unwrap();
     }
     // Two guest threads release every buffer at the same time: each release
     // succeeds exactly once, the loser gets CL_INVALID_MEM_OBJECT.
@@ -739,18 +606,7 @@ fn the_daemon_runs_confined() {
     // Confined, it still computes.
     let mut raw = backend.raw();
     raw.open_session(1);
-    assert_eq!(
-        one_status(
-            &mut raw,
-            1,
-            CreateContext {
-                context: 1,
-                properties: vec![]
-            }
-            .into()
-        ),
-        Status::SUCCESS
-    );
+    assert_eq!(one_status(&mut raw, 1, req::context(1)), Status::SUCCESS);
     // The front-end's own worker process is confined the same way.
     let status = backend.status();
     let worker = status["vms"][0]["worker_pid"].as_u64().expect("worker_pid");

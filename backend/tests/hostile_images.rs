@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::req;
 use common::Backend;
 use vgpu_protocol::image::image_type;
 use vgpu_protocol::messages::*;
@@ -49,49 +50,19 @@ fn hostile_image_messages_are_refused_and_the_session_goes_on() {
                    { p[0] = read_imagef(i, s, (int2)(0, 0)); }"
         .to_vec();
     let setup: Vec<Request> = vec![
-        CreateContext {
-            context: 1,
-            properties: vec![],
-        }
-        .into(),
-        CreateQueue {
-            queue: 2,
-            context: 1,
-            properties: vec![],
-        }
-        .into(),
+        req::context(1),
+        req::queue(2, 1),
         image(10, RGBA, image_type::IMAGE2D, [8, 8, 0]),
-        CreateBuffer {
-            mem: 11,
-            context: 1,
-            flags: 1,
-            size: 64,
-            init: DataRef::NONE,
-        }
-        .into(),
+        req::buffer(11, 1, 1, 64),
         CreateSampler {
             sampler: 12,
             context: 1,
             properties: vec![0x1152, 0, 0x1153, 0x1131, 0x1154, 0x1140],
         }
         .into(),
-        CreateProgramWithSource {
-            program: 3,
-            context: 1,
-            source,
-        }
-        .into(),
-        BuildProgram {
-            program: 3,
-            options: vec![],
-        }
-        .into(),
-        CreateKernel {
-            kernel: 4,
-            program: 3,
-            name: b"k".to_vec(),
-        }
-        .into(),
+        req::program(3, 1, &source),
+        req::build(3),
+        req::kernel(4, 3, b"k"),
     ];
     let reply = raw.batch(1, &setup);
     assert!(

@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::req;
 use common::{Backend, RawFrontend};
 use vgpu_protocol::messages::*;
 use vgpu_protocol::{ArgKind, DataRef, Request, Status};
@@ -12,51 +13,20 @@ use vgpu_protocol::{ArgKind, DataRef, Request, Status};
 const SOURCE: &[u8] = b"kernel void k(global int* p) { p[0] = 41 + get_global_id(0) + 1; }";
 const SIZE: u64 = 100;
 
-fn all_ok(reply: &vgpu_protocol::Reply) {
-    assert!(reply.status.is_success(), "{reply:?}");
-    for r in &reply.records {
-        assert!(
-            r.status.is_success(),
-            "record {} failed: {}",
-            r.seq,
-            r.status
-        );
-    }
-}
-
 /// Context 1, queue 2, program 3, kernel 4 and one SVM allocation of
 /// `SIZE` bytes, whose address it returns.
 fn setup(raw: &mut RawFrontend) -> u64 {
     raw.open_session(1);
     let setup: Vec<Request> = vec![
-        CreateContext {
-            context: 1,
-            properties: vec![],
-        }
-        .into(),
-        CreateQueue {
-            queue: 2,
-            context: 1,
-            properties: vec![],
-        }
-        .into(),
-        CreateProgramWithSource {
-            program: 3,
-            context: 1,
-            source: SOURCE.to_vec(),
-        }
-        .into(),
+        req::context(1),
+        req::queue(2, 1),
+        req::program(3, 1, SOURCE),
         BuildProgram {
             program: 3,
             options: b"-cl-std=CL2.0".to_vec(),
         }
         .into(),
-        CreateKernel {
-            kernel: 4,
-            program: 3,
-            name: b"k".to_vec(),
-        }
-        .into(),
+        req::kernel(4, 3, b"k"),
         SvmAlloc {
             context: 1,
             flags: 1,
@@ -66,7 +36,7 @@ fn setup(raw: &mut RawFrontend) -> u64 {
         .into(),
     ];
     let reply = raw.batch(1, &setup);
-    all_ok(&reply);
+    req::assert_all_ok(&reply);
     let payload = &reply.records.last().unwrap().payload;
     let addr = u64::from_le_bytes(payload[..8].try_into().unwrap());
     assert_ne!(addr, 0);
@@ -307,12 +277,12 @@ fn hostile_svm_messages_are_refused_and_the_session_goes_on() {
         Finish { queue: 2 }.into(),
     ];
     let (reply, data) = raw.batch_with_in(1, &good, 4096);
-    all_ok(&reply);
+    req::assert_all_ok(&reply);
     assert_eq!(&data[..12], &[0, 0, 0, 0, 42, 0, 0, 0, 42, 0, 0, 0]);
 
     // The allocation outlives its free while a buffer uses it.
     let reply = raw.batch(1, &[SvmFree { context: 1, ptr: a }.into()]);
-    all_ok(&reply);
+    req::assert_all_ok(&reply);
     let (reply, data) = raw.batch_with_in(
         1,
         &[
@@ -348,10 +318,10 @@ fn a_session_holding_svm_refuses_checkpoints_and_rehomes() {
     assert!(out.contains("SVM"), "the error names SVM: {out}");
     // The session is intact and, once its SVM is freed, checkpoints.
     let (reply, data) = raw.batch_with_in(1, &[fill(a, 8), read(a, 8)], 4096);
-    all_ok(&reply);
+    req::assert_all_ok(&reply);
     assert_eq!(&data[..8], &[0; 8]);
     // A kernel argument still naming freed SVM holds it too.
-    all_ok(&raw.batch(1, &[svm_arg(a + 8), SvmFree { context: 1, ptr: a }.into()]));
+    req::assert_all_ok(&raw.batch(1, &[svm_arg(a + 8), SvmFree { context: 1, ptr: a }.into()]));
     let (ok, out) = backend.ctl(&["checkpoint", file.to_str().unwrap()]);
     assert!(!ok && out.contains("SVM"), "argument on freed SVM: {out}");
     let null_arg = SetKernelArg {
@@ -362,7 +332,7 @@ fn a_session_holding_svm_refuses_checkpoints_and_rehomes() {
         value: vec![],
         handle: 0,
     };
-    all_ok(&raw.batch(1, &[null_arg.into()]));
+    req::assert_all_ok(&raw.batch(1, &[null_arg.into()]));
     let (ok, out) = backend.ctl(&["checkpoint", file.to_str().unwrap()]);
     let _ = std::fs::remove_file(&file);
     assert!(ok, "checkpoint without SVM failed: {out}");
@@ -390,7 +360,7 @@ fn a_free_while_a_user_event_holds_the_queue_does_not_block_the_session() {
         Ping {}.into(),
     ];
     let started = std::time::Instant::now();
-    all_ok(&raw.batch(1, &held));
+    req::assert_all_ok(&raw.batch(1, &held));
     assert!(
         started.elapsed() < std::time::Duration::from_secs(10),
         "the free waited for the user event"
@@ -406,5 +376,5 @@ fn a_free_while_a_user_event_holds_the_queue_does_not_block_the_session() {
         .into(),
         Finish { queue: 2 }.into(),
     ];
-    all_ok(&raw.batch(1, &done));
+    req::assert_all_ok(&raw.batch(1, &done));
 }

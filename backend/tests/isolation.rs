@@ -10,9 +10,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::req;
 use common::Backend;
 use vgpu_protocol::messages::*;
-use vgpu_protocol::{ArgKind, DataRef, Request, Status};
+use vgpu_protocol::{ArgKind, Request, Status};
 use vgpu_transport::Client;
 
 const A_SOURCE: &str = "__kernel void leak(__global ulong *where, __global uint *secret) {\n\
@@ -66,52 +67,15 @@ fn launch(kernel: u64, global: u64) -> Request {
 
 /// A context, a queue and a built program: handles 1, 2, 3.
 fn set_up(client: &Client, source: &str) -> Result<(), Status> {
-    client.call(
-        CreateContext {
-            context: 1,
-            properties: vec![],
-        }
-        .into(),
-    )?;
-    client.call(
-        CreateQueue {
-            queue: 2,
-            context: 1,
-            properties: vec![],
-        }
-        .into(),
-    )?;
-    client.call(
-        CreateProgramWithSource {
-            program: 3,
-            context: 1,
-            source: source.as_bytes().to_vec(),
-        }
-        .into(),
-    )?;
-    client.call(
-        BuildProgram {
-            program: 3,
-            options: vec![],
-        }
-        .into(),
-    )?;
+    client.call(req::context(1))?;
+    client.call(req::queue(2, 1))?;
+    client.call(req::program(3, 1, source.as_bytes()))?;
+    client.call(req::build(3))?;
     Ok(())
 }
 
 fn create_buffer(client: &Client, mem: u64, size: u64) -> Result<(), Status> {
-    client
-        .call(
-            CreateBuffer {
-                mem,
-                context: 1,
-                flags: 1,
-                size,
-                init: DataRef::NONE,
-            }
-            .into(),
-        )
-        .map(drop)
+    client.call(req::buffer(mem, 1, 1, size)).map(drop)
 }
 
 fn read(client: &Client, mem: u64, len: usize) -> Result<Vec<u8>, Status> {
@@ -141,14 +105,7 @@ fn words(bytes: &[u8]) -> Vec<u32> {
 fn peek(client: &Client, address: u64) -> Result<Vec<u32>, Status> {
     set_up(client, B_SOURCE)?;
     create_buffer(client, 4, 64)?;
-    client.call(
-        CreateKernel {
-            kernel: 5,
-            program: 3,
-            name: b"peek".to_vec(),
-        }
-        .into(),
-    )?;
+    client.call(req::kernel(5, 3, b"peek"))?;
     client.call(mem_arg(5, 0, 4))?;
     client.call(value_arg(5, 1, address.to_le_bytes().to_vec()))?;
     client.call(launch(5, 1))?;
@@ -182,17 +139,8 @@ fn a_kernel_of_one_vm_cannot_read_another_vms_buffer() {
     let initial: Vec<u8> = (0..WORDS as u32)
         .flat_map(|i| (secret ^ i).to_le_bytes())
         .collect();
-    a.call(
-        CreateBuffer {
-            mem: 4,
-            context: 1,
-            flags: 1,
-            size: (WORDS * 4) as u64,
-            init: DataRef::NONE,
-        }
-        .into(),
-    )
-    .expect("A's buffer");
+    a.call(req::buffer(4, 1, 1, (WORDS * 4) as u64))
+        .expect("A's buffer");
     a.call_with_out(&initial, |data, start| {
         EnqueueWriteBuffer {
             queue: 2,
@@ -207,12 +155,7 @@ fn a_kernel_of_one_vm_cannot_read_another_vms_buffer() {
     .expect("A writes its secret");
     create_buffer(&a, 5, 8).expect("A's address buffer");
     for request in [
-        CreateKernel {
-            kernel: 6,
-            program: 3,
-            name: b"leak".to_vec(),
-        }
-        .into(),
+        req::kernel(6, 3, b"leak"),
         mem_arg(6, 0, 5),
         mem_arg(6, 1, 4),
         launch(6, 1),
@@ -235,15 +178,7 @@ fn a_kernel_of_one_vm_cannot_read_another_vms_buffer() {
     }
 
     // A computes on, to the checksum the host computes.
-    a.call(
-        CreateKernel {
-            kernel: 8,
-            program: 3,
-            name: b"bump".to_vec(),
-        }
-        .into(),
-    )
-    .expect("A's bump kernel");
+    a.call(req::kernel(8, 3, b"bump")).expect("A's bump kernel");
     a.call(mem_arg(8, 0, 4)).expect("arg");
     for step in 1..=BUMPS {
         a.call(value_arg(8, 1, step.to_le_bytes().to_vec()))

@@ -8,6 +8,7 @@ mod common;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::Command;
 
+use common::req;
 use common::{Backend, RawFrontend};
 use serde_json::Value;
 use vgpu_protocol::messages::*;
@@ -127,42 +128,12 @@ fn setup(raw: &mut RawFrontend, sent: &mut Sent) {
     sent.batch(
         raw,
         &[
-            CreateContext {
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateQueue {
-                queue: 2,
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateProgramWithSource {
-                program: 3,
-                context: 1,
-                source: SOURCE.to_vec(),
-            }
-            .into(),
-            BuildProgram {
-                program: 3,
-                options: vec![],
-            }
-            .into(),
-            CreateKernel {
-                kernel: 4,
-                program: 3,
-                name: b"inc".to_vec(),
-            }
-            .into(),
-            CreateBuffer {
-                mem: 5,
-                context: 1,
-                flags: 1,
-                size: N * 4,
-                init: DataRef::NONE,
-            }
-            .into(),
+            req::context(1),
+            req::queue(2, 1),
+            req::program(3, 1, SOURCE),
+            req::build(3),
+            req::kernel(4, 3, b"inc"),
+            req::buffer(5, 1, 1, N * 4),
             SetKernelArg {
                 kernel: 4,
                 index: 0,

@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::req;
 use common::{Backend, RawFrontend};
 use vgpu_protocol::messages::*;
 use vgpu_protocol::{ArgKind, DataRef, Request, Status};
@@ -37,18 +38,6 @@ fn reference(iterations: u32) -> Vec<u8> {
     bytes(&a)
 }
 
-fn all_ok(reply: &vgpu_protocol::Reply) {
-    assert!(reply.status.is_success(), "{reply:?}");
-    for r in &reply.records {
-        assert!(
-            r.status.is_success(),
-            "record {} failed: {}",
-            r.seq,
-            r.status
-        );
-    }
-}
-
 /// Session 1: context, queue, program, kernel with arguments, buffers.
 fn setup(raw: &mut RawFrontend) {
     raw.open_session(1);
@@ -60,50 +49,17 @@ fn setup(raw: &mut RawFrontend) {
     let reply = raw.batch(
         1,
         &[
-            CreateContext {
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateQueue {
-                queue: 2,
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateProgramWithSource {
-                program: 3,
-                context: 1,
-                source: SOURCE.to_vec(),
-            }
-            .into(),
+            req::context(1),
+            req::queue(2, 1),
+            req::program(3, 1, SOURCE),
             BuildProgram {
                 program: 3,
                 options: b"-DUNUSED=1".to_vec(),
             }
             .into(),
-            CreateKernel {
-                kernel: 4,
-                program: 3,
-                name: b"advance".to_vec(),
-            }
-            .into(),
-            CreateBuffer {
-                mem: 5,
-                context: 1,
-                flags: 1,
-                size,
-                init: DataRef::NONE,
-            }
-            .into(),
-            CreateBuffer {
-                mem: 6,
-                context: 1,
-                flags: 1,
-                size,
-                init: DataRef::NONE,
-            }
-            .into(),
+            req::kernel(4, 3, b"advance"),
+            req::buffer(5, 1, 1, size),
+            req::buffer(6, 1, 1, size),
             SetKernelArg {
                 kernel: 4,
                 index: 0,
@@ -138,7 +94,7 @@ fn setup(raw: &mut RawFrontend) {
             .into(),
         ],
     );
-    all_ok(&reply);
+    req::assert_all_ok(&reply);
     // Initial contents through the out-data stream of one chain each.
     for (mem, at) in [(5u64, a_at), (6u64, b_at)] {
         upload(raw, mem, at, size);
@@ -184,7 +140,7 @@ fn upload(raw: &mut RawFrontend, mem: u64, at: u64, size: u64) {
     raw.send_chain(&chain);
     let mut reply = vec![0u8; 4096];
     raw.dev.read_guest(reply_at, &mut reply).unwrap();
-    all_ok(&vgpu_protocol::decode_reply(&reply).unwrap());
+    req::assert_all_ok(&vgpu_protocol::decode_reply(&reply).unwrap());
 }
 
 /// Runs steps `from..to` (the step index is the kernel's `k`).
@@ -217,7 +173,7 @@ fn steps(raw: &mut RawFrontend, from: u32, to: u32) {
         );
     }
     requests.push(Finish { queue: 2 }.into());
-    all_ok(&raw.batch(1, &requests));
+    req::assert_all_ok(&raw.batch(1, &requests));
 }
 
 fn read_a(raw: &mut RawFrontend) -> Vec<u8> {
@@ -231,7 +187,7 @@ fn read_a(raw: &mut RawFrontend) -> Vec<u8> {
         event: 0,
     };
     let (reply, data) = raw.batch_with_in(1, &[read.into()], len as u32);
-    all_ok(&reply);
+    req::assert_all_ok(&reply);
     data
 }
 
@@ -510,7 +466,7 @@ fn memory_seen(raw: &mut RawFrontend, session: u64) -> (u64, u64) {
         .into()
     };
     let reply = raw.batch(session, &[query(0x101F), query(0x1010)]);
-    all_ok(&reply);
+    req::assert_all_ok(&reply);
     let value = |i: usize| u64::from_le_bytes(reply.records[i].payload[..8].try_into().unwrap());
     (value(0), value(1))
 }
@@ -555,21 +511,8 @@ fn the_vgpu_memory_size_is_the_default_memory_quota() {
     let backend = Backend::start_with(&["--memory", "64M"], &[]);
     let mut raw = backend.raw();
     raw.open_session(1);
-    let buffer = |mem: u64, size: u64| -> Request {
-        CreateBuffer {
-            mem,
-            context: 1,
-            flags: 1,
-            size,
-            init: DataRef::NONE,
-        }
-        .into()
-    };
-    let context: Request = CreateContext {
-        context: 1,
-        properties: vec![],
-    }
-    .into();
+    let buffer = |mem: u64, size: u64| -> Request { req::buffer(mem, 1, 1, size) };
+    let context: Request = req::context(1);
     let reply = raw.batch(1, &[context, buffer(2, 48 << 20), buffer(3, 32 << 20)]);
     assert!(reply.records[1].status.is_success(), "{reply:?}");
     assert_eq!(
@@ -640,7 +583,7 @@ fn create_filled(raw: &mut RawFrontend, mem: u64, flags: u64, data: &[u8]) {
     raw.send_chain(&chain);
     let mut reply = vec![0u8; 4096];
     raw.dev.read_guest(reply_at, &mut reply).unwrap();
-    all_ok(&vgpu_protocol::decode_reply(&reply).unwrap());
+    req::assert_all_ok(&vgpu_protocol::decode_reply(&reply).unwrap());
 }
 
 /// Found by `backend_chains` (`fuzz/regressions/backend_chains/`): a
@@ -659,28 +602,12 @@ fn buffers_the_host_may_not_read_or_write_survive_a_checkpoint_and_restore() {
     let reply = raw.batch(
         1,
         &[
-            CreateContext {
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateQueue {
-                queue: 2,
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateBuffer {
-                mem: 20,
-                context: 1,
-                flags: 1,
-                size: SIZE as u64,
-                init: DataRef::NONE,
-            }
-            .into(),
+            req::context(1),
+            req::queue(2, 1),
+            req::buffer(20, 1, 1, SIZE as u64),
         ],
     );
-    all_ok(&reply);
+    req::assert_all_ok(&reply);
     let buffers = [
         (10, HOST_READ_ONLY),
         (11, HOST_WRITE_ONLY),
@@ -718,7 +645,7 @@ fn buffers_the_host_may_not_read_or_write_survive_a_checkpoint_and_restore() {
             event: 0,
         };
         let (reply, data) = raw.batch_with_in(1, &[copy.into(), read.into()], SIZE as u32);
-        all_ok(&reply);
+        req::assert_all_ok(&reply);
         assert!(data == contents(mem), "buffer {mem} lost its contents");
     }
 }
@@ -744,25 +671,9 @@ fn images_the_host_may_not_read_or_write_survive_a_checkpoint_and_restore() {
     let mut raw = backend.raw();
     raw.open_session(1);
     let mut requests: Vec<Request> = vec![
-        CreateContext {
-            context: 1,
-            properties: vec![],
-        }
-        .into(),
-        CreateQueue {
-            queue: 2,
-            context: 1,
-            properties: vec![],
-        }
-        .into(),
-        CreateBuffer {
-            mem: 20,
-            context: 1,
-            flags: 1,
-            size: BYTES,
-            init: DataRef::NONE,
-        }
-        .into(),
+        req::context(1),
+        req::queue(2, 1),
+        req::buffer(20, 1, 1, BYTES),
     ];
     for (mem, host) in images {
         requests.push(
@@ -796,7 +707,7 @@ fn images_the_host_may_not_read_or_write_survive_a_checkpoint_and_restore() {
         );
     }
     requests.push(Finish { queue: 2 }.into());
-    all_ok(&raw.batch(1, &requests));
+    req::assert_all_ok(&raw.batch(1, &requests));
     let file = backend.dir().join("image-host-flags.ckpt");
     assert_ctl_ok(&backend, &["checkpoint", file.to_str().unwrap()]);
     assert_ctl_ok(&backend, &["restore", file.to_str().unwrap()]);
@@ -823,7 +734,7 @@ fn images_the_host_may_not_read_or_write_survive_a_checkpoint_and_restore() {
             event: 0,
         };
         let (reply, data) = raw.batch_with_in(1, &[copy.into(), read.into()], BYTES as u32);
-        all_ok(&reply);
+        req::assert_all_ok(&reply);
         assert!(
             data.chunks(4).all(|pixel| pixel == color(mem)),
             "image {mem} lost its contents"

@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::req;
 use common::{Backend, RawFrontend};
 use vgpu_protocol::frame::BatchBuilder;
 use vgpu_protocol::image::image_type;
@@ -19,18 +20,6 @@ const SOURCE: &[u8] = b"kernel void k(read_only image2d_t i, sampler_t s, global
     int x = get_global_id(0), y = get_global_id(1);
     out[y * get_image_width(i) + x] = read_imagef(i, s, (float2)(x + 0.75f, y + 0.5f));
 }";
-
-fn all_ok(reply: &vgpu_protocol::Reply) {
-    assert!(reply.status.is_success(), "{reply:?}");
-    for r in &reply.records {
-        assert!(
-            r.status.is_success(),
-            "record {} failed: {}",
-            r.seq,
-            r.status
-        );
-    }
-}
 
 fn pixels(seed: u32, n: u64) -> Vec<u8> {
     (0..n as u32 * 4)
@@ -67,7 +56,7 @@ fn send_with_out(raw: &mut RawFrontend, request: Request, data: &[u8]) {
     raw.send_chain(&chain);
     let mut reply = vec![0u8; 4096];
     raw.dev.read_guest(reply_at, &mut reply).unwrap();
-    all_ok(&vgpu_protocol::decode_reply(&reply).unwrap());
+    req::assert_all_ok(&vgpu_protocol::decode_reply(&reply).unwrap());
 }
 
 fn image(mem: u64, ty: u32, dims: [u64; 3], array_size: u64) -> Request {
@@ -103,26 +92,10 @@ fn setup(raw: &mut RawFrontend) {
     let reply = raw.batch(
         1,
         &[
-            CreateContext {
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateQueue {
-                queue: 2,
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
+            req::context(1),
+            req::queue(2, 1),
             image(10, image_type::IMAGE2D, [W, H, 0], 0),
-            CreateBuffer {
-                mem: 11,
-                context: 1,
-                flags: 1,
-                size: W * H * PIXEL,
-                init: DataRef::NONE,
-            }
-            .into(),
+            req::buffer(11, 1, 1, W * H * PIXEL),
             // Unnormalized, clamp to edge, linear.
             CreateSampler {
                 sampler: 12,
@@ -131,29 +104,15 @@ fn setup(raw: &mut RawFrontend) {
             }
             .into(),
             image(13, image_type::IMAGE2D_ARRAY, [W, H, 0], LAYERS),
-            CreateProgramWithSource {
-                program: 3,
-                context: 1,
-                source: SOURCE.to_vec(),
-            }
-            .into(),
-            BuildProgram {
-                program: 3,
-                options: vec![],
-            }
-            .into(),
-            CreateKernel {
-                kernel: 4,
-                program: 3,
-                name: b"k".to_vec(),
-            }
-            .into(),
+            req::program(3, 1, SOURCE),
+            req::build(3),
+            req::kernel(4, 3, b"k"),
             arg(0, ArgKind::Mem, 10),
             arg(1, ArgKind::Sampler, 12),
             arg(2, ArgKind::Mem, 11),
         ],
     );
-    all_ok(&reply);
+    req::assert_all_ok(&reply);
     let write = |mem: u64, region: [u64; 3], len: u64| -> Request {
         EnqueueWriteImage {
             queue: 2,
@@ -173,7 +132,7 @@ fn setup(raw: &mut RawFrontend) {
 
 /// The kernel's output, then the two images' contents.
 fn observe(raw: &mut RawFrontend) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
-    all_ok(
+    req::assert_all_ok(
         &raw.batch(
             1,
             &[
@@ -194,7 +153,7 @@ fn observe(raw: &mut RawFrontend) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
     );
     let mut read = |request: Request, len: u64| {
         let (reply, data) = raw.batch_with_in(1, &[request], len as u32);
-        all_ok(&reply);
+        req::assert_all_ok(&reply);
         data
     };
     let size = W * H * PIXEL;
@@ -306,11 +265,7 @@ fn a_profile_without_images_offers_none_and_refuses_vgpus_that_have_them() {
                 param: 0x1016, // CL_DEVICE_IMAGE_SUPPORT
             }
             .into(),
-            CreateContext {
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
+            req::context(1),
             image(10, image_type::IMAGE2D, [W, H, 0], 0),
             CreateSampler {
                 sampler: 12,

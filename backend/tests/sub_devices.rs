@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::req;
 use common::{Backend, RawFrontend};
 use vgpu_protocol::messages::*;
 use vgpu_protocol::{ArgKind, DataRef, InfoTarget, Request, Status};
@@ -17,18 +18,6 @@ const SOURCE: &[u8] = b"kernel void k(global int *out, int scale) {
 }";
 /// Sub-device handles the guest chooses.
 const SUBS: [u64; 2] = [100, 101];
-
-fn all_ok(reply: &vgpu_protocol::Reply) {
-    assert!(reply.status.is_success(), "{reply:?}");
-    for r in &reply.records {
-        assert!(
-            r.status.is_success(),
-            "record {} failed: {}",
-            r.seq,
-            r.status
-        );
-    }
-}
 
 fn device_info(handle: u64, param: u32) -> Request {
     GetInfo {
@@ -77,7 +66,7 @@ fn setup(raw: &mut RawFrontend) {
         }
         .into()],
     );
-    all_ok(&reply);
+    req::assert_all_ok(&reply);
     assert_eq!(reply.records[0].payload, 2u32.to_le_bytes(), "two halves");
     let mut requests: Vec<Request> = vec![
         CreateContextOnDevices {
@@ -100,35 +89,12 @@ fn setup(raw: &mut RawFrontend) {
             properties: vec![],
         }
         .into(),
-        CreateProgramWithSource {
-            program: 3,
-            context: 1,
-            source: SOURCE.to_vec(),
-        }
-        .into(),
-        BuildProgram {
-            program: 3,
-            options: vec![],
-        }
-        .into(),
-        CreateKernel {
-            kernel: 4,
-            program: 3,
-            name: b"k".to_vec(),
-        }
-        .into(),
+        req::program(3, 1, SOURCE),
+        req::build(3),
+        req::kernel(4, 3, b"k"),
     ];
     for mem in [10, 11] {
-        requests.push(
-            CreateBuffer {
-                mem,
-                context: 1,
-                flags: 1,
-                size: N * 4,
-                init: DataRef::NONE,
-            }
-            .into(),
-        );
+        requests.push(req::buffer(mem, 1, 1, N * 4));
     }
     // The guest releases its sub-device handles: the context and queues
     // keep the sub-devices alive, and a checkpoint must save them anyway.
@@ -139,7 +105,7 @@ fn setup(raw: &mut RawFrontend) {
         }
         .into(),
     );
-    all_ok(&raw.batch(1, &requests));
+    req::assert_all_ok(&raw.batch(1, &requests));
 }
 
 /// Runs the kernel on each sub-device's queue (scale 3 into buffer 10,
@@ -148,7 +114,7 @@ fn setup(raw: &mut RawFrontend) {
 fn observe(raw: &mut RawFrontend) -> (Vec<u8>, Vec<u8>, Vec<Vec<u8>>) {
     let mut outputs = Vec::new();
     for (queue, mem, scale) in [(2, 10, 3), (3, 11, 5)] {
-        all_ok(
+        req::assert_all_ok(
             &raw.batch(
                 1,
                 &[
@@ -181,7 +147,7 @@ fn observe(raw: &mut RawFrontend) -> (Vec<u8>, Vec<u8>, Vec<Vec<u8>>) {
             event: 0,
         };
         let (reply, data) = raw.batch_with_in(1, &[read.into()], (N * 4) as u32);
-        all_ok(&reply);
+        req::assert_all_ok(&reply);
         outputs.push(data);
     }
     let reply = raw.batch(
@@ -191,7 +157,7 @@ fn observe(raw: &mut RawFrontend) -> (Vec<u8>, Vec<u8>, Vec<Vec<u8>>) {
             device_info(SUBS[0], 0x1046), // CL_DEVICE_PARTITION_TYPE
         ],
     );
-    all_ok(&reply);
+    req::assert_all_ok(&reply);
     let infos = reply.records.iter().map(|r| r.payload.clone()).collect();
     let second = outputs.pop().expect("two outputs");
     (outputs.pop().expect("two outputs"), second, infos)
@@ -295,11 +261,7 @@ fn forged_handles_and_absurd_partitions_get_errors() {
         .into(),
         device_info(7, 0x1002),
         // A queue on a device the context does not have.
-        CreateContext {
-            context: 2,
-            properties: vec![],
-        }
-        .into(),
+        req::context(2),
         CreateSubDevices {
             parent: 0,
             properties: vec![EQUALLY, 1, 0],
@@ -335,7 +297,7 @@ fn forged_handles_and_absurd_partitions_get_errors() {
         ]
     );
     // The daemon is still serving.
-    all_ok(&raw.batch(1, &[device_info(8, 0x1002)]));
+    req::assert_all_ok(&raw.batch(1, &[device_info(8, 0x1002)]));
 }
 
 #[test]

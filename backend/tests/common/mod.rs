@@ -13,6 +13,8 @@ use vgpu_transport::loopback::{Loopback, LoopbackConfig, LoopbackDevice};
 use vgpu_transport::vring::DescSpec;
 use vgpu_transport::Client;
 
+pub mod req;
+
 /// `vgpu-backend` running on a socket in a temporary directory.
 pub struct Backend {
     child: Child,

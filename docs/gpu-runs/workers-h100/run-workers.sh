@@ -2,7 +2,9 @@
 # Worker processes on the GPU machine: the sandbox probe on NVIDIA OpenCL,
 # the OpenCL C suite natively and through vgpu on NVIDIA, and the CUDA
 # driver-API suite (run-gpu.sh, with cross_vm) through vgpu.
+# --no-probe skips the probe (the second run, which only wanted the suites).
 set -u
+PROBE=1; [ "${1:-}" = --no-probe ] && PROBE=0
 R=$PWD; B=$PWD/.carry/w
 O=${OUT:-/tmp/out}; mkdir -p $O
 echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
@@ -12,8 +14,10 @@ echo "== devices"; $B/vgpu-backend --list-devices 2>&1
 GPU=$($B/vgpu-backend --list-devices 2>/dev/null | grep NVIDIA | head -1 | cut -f1)
 echo "gpu=$GPU"
 echo "== probe (worker confinement) on $GPU"
-timeout 120 $B/vgpu-backend --probe-sandbox --device "$GPU" > $O/probe-nvidia.json 2> $O/probe-nvidia.log; echo "probe rc=$?"
-head -c 3000 $O/probe-nvidia.json; echo; tail -5 $O/probe-nvidia.log
+if [ $PROBE = 1 ]; then
+  timeout 120 $B/vgpu-backend --probe-sandbox --device "$GPU" > $O/probe-nvidia.json 2> $O/probe-nvidia.log; echo "probe rc=$?"
+  head -c 3000 $O/probe-nvidia.json; echo; tail -5 $O/probe-nvidia.log
+fi
 echo "== OpenCL C suite on NVIDIA, native vs vgpu"
 W=/tmp/v; rm -rf $W; mkdir -p $W/icd; echo $B/libvgpu_opencl.so > $W/icd/vgpu.icd
 $B/vgpu-backend --socket $W/s --control $W/c --device "$GPU" > /dev/null 2> $O/backend-opencl.log &
