@@ -32,6 +32,7 @@ or fell back to the CPU.
 """
 
 import argparse
+import ctypes
 import hashlib
 import json
 import os
@@ -63,21 +64,31 @@ def cached_programs():
     return found
 
 
-class StderrCapture:
-    """OpenCV's log lines of one operation: file descriptor 2 goes to a
-    temporary file while it runs (OpenCV writes there from C++)."""
+class OutputCapture:
+    """OpenCV's messages during one operation: file descriptors 1 and 2 go
+    to a temporary file while it runs. OpenCV writes from C++: its log to
+    stderr, a refused kernel launch ("OpenCL error ... during call:
+    clEnqueueNDRangeKernel") with printf to stdout, so C's buffers are
+    flushed before the descriptors are put back."""
+
+    FDS = (1, 2)
 
     def __enter__(self):
+        sys.stdout.flush()
         sys.stderr.flush()
-        self.saved = os.dup(2)
+        self.saved = [os.dup(fd) for fd in self.FDS]
         self.file = tempfile.TemporaryFile()
-        os.dup2(self.file.fileno(), 2)
+        for fd in self.FDS:
+            os.dup2(self.file.fileno(), fd)
         return self
 
     def __exit__(self, *exc):
+        sys.stdout.flush()
         sys.stderr.flush()
-        os.dup2(self.saved, 2)
-        os.close(self.saved)
+        ctypes.CDLL(None).fflush(None)
+        for fd, saved in zip(self.FDS, self.saved):
+            os.dup2(saved, fd)
+            os.close(saved)
         self.file.seek(0)
         self.text = self.file.read().decode(errors="replace")
         self.file.close()
@@ -180,7 +191,7 @@ def main():
         before = cached_programs()
         started = time.monotonic()
         entry = {"program": program}
-        with StderrCapture() as log:
+        with OutputCapture() as log:
             try:
                 result = op({k: cv2.UMat(v) for k, v in inputs.items()})
                 cv2.ocl.finish()
@@ -192,10 +203,13 @@ def main():
         after = cached_programs()
         entry["built"] = sorted(p for p, size in after.items() if before.get(p) != size)
         # OpenCV logs an OpenCL failure it recovers from (a kernel argument
-        # it cannot set, then the CPU path) without raising.
+        # it cannot set, a launch the device refuses, then the CPU path)
+        # without raising: "[ERROR...] ... ocl.cpp ..." or "OpenCL error
+        # CL_... during call: clEnqueueNDRangeKernel(...)".
         entry["opencl_errors"] = [
             line.strip() for line in log.text.splitlines()
-            if line.startswith("[ERROR") and "ocl" in line]
+            if (line.startswith("[ERROR") and "ocl" in line)
+            or line.startswith("OpenCL error ")]
         entry["opencl"] = not entry["opencl_errors"] and any(
             p.startswith(program + "_") for p in entry["built"])
         if entry["error"] or not entry["opencl"]:

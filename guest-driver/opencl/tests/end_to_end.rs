@@ -723,6 +723,64 @@ fn a_sampler_argument_of_the_wrong_size_is_refused_by_the_call() {
 }
 
 #[test]
+fn a_local_size_over_the_kernel_limit_gets_the_device_answer_from_the_call() {
+    let Some(p) = prepared() else { return };
+    let backend = Backend::start(p, "large-local-size");
+    let program = c_program(p, "large_local_size");
+    let through = text(&run(backend.command(p, &program)));
+    assert_eq!(probe_field(&through, "platform"), "vgpu", "{through}");
+    assert_eq!(
+        probe_field(&through, "fits the work-item sizes"),
+        "1",
+        "{through}"
+    );
+    // PoCL refuses it (CL_INVALID_WORK_GROUP_SIZE) from the call itself;
+    // a batched launch would have left the error to clFinish.
+    let over = probe_field(&through, "over the kernel's work-group size");
+    assert_eq!(over, "-54", "{through}");
+    assert_eq!(probe_field(&through, "finish after it"), "0", "{through}");
+    assert_eq!(probe_field(&through, "value"), "7", "{through}");
+    let native = text(&run(Command::new(&program)));
+    let without_platform = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| !l.starts_with("platform: "))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(without_platform(&through), without_platform(&native));
+}
+
+#[test]
+fn kernels_are_created_by_name_without_listing_the_program() {
+    let Some(p) = prepared() else { return };
+    let backend = Backend::start(p, "kernel-names");
+    let program = c_program(p, "kernel_names");
+    let through = text(&run(backend.command(p, &program)));
+    assert_eq!(probe_field(&through, "platform"), "vgpu", "{through}");
+    assert_eq!(
+        probe_field(&through, "after listing count"),
+        "0 1",
+        "{through}"
+    );
+    for when in ["unlisted", "after listing"] {
+        // CL_INVALID_KERNEL_NAME, from the driver or from the listed names.
+        let unknown = probe_field(&through, &format!("{when} unknown name"));
+        assert_eq!(unknown, "-46", "{when}: {through}");
+        let long = probe_field(&through, &format!("{when} long name"));
+        assert_eq!(long, "0", "{when}: {through}");
+    }
+    assert_eq!(probe_field(&through, "finish"), "0", "{through}");
+    let native = text(&run(Command::new(&program)));
+    let without_platform = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| !l.starts_with("platform: "))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(without_platform(&through), without_platform(&native));
+}
+
+#[test]
 fn a_program_on_sub_devices_survives_a_backend_restart_from_a_checkpoint() {
     let Some(p) = prepared() else { return };
     let name = "sub-device-restart";

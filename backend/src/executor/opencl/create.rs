@@ -642,7 +642,10 @@ fn kernel_entry(raw: cl_kernel, program: Arc<ProgramEntry>, name: Vec<u8>) -> Ho
         .ok()
         .and_then(|b| Some(u32::from_le_bytes(b.get(..4)?.try_into().ok()?)))
         .unwrap_or(0);
-    let classes = (0..num_args).map(|i| args::classify(raw, i)).collect();
+    let mut classes: Vec<_> = (0..num_args).map(|i| args::classify(raw, i)).collect();
+    if let Ok(cname) = CString::new(name.clone()) {
+        super::arg_probe::refine(&program, &cname, &mut classes);
+    }
     HostKernel {
         raw,
         num_args,

@@ -33,8 +33,6 @@ const MEM_FLAGS: u32 = 0x1101;
 const MEM_REFERENCE_COUNT: u32 = 0x1105;
 const PROGRAM_REFERENCE_COUNT: u32 = 0x1160;
 const PROGRAM_BINARY_SIZES: u32 = 0x1165;
-const PROGRAM_KERNEL_NAMES: u32 = 0x1168;
-const KERNEL_FUNCTION_NAME: u32 = 0x1190;
 const PROGRAM_BINARIES: u32 = 0x1166;
 const PROGRAM_BUILD_OPTIONS: u32 = 0x1182;
 const PROGRAM_BUILD_LOG: u32 = 0x1183;
@@ -122,9 +120,6 @@ impl OpenClSession {
             InfoTarget::Program if p == PROGRAM_BINARY_SIZES => {
                 return self.program_binary_sizes(h)
             }
-            InfoTarget::Program if p == PROGRAM_KERNEL_NAMES => {
-                return kernel_names(self.programs.get(h)?.program.0)
-            }
             InfoTarget::Program => {
                 cl3::program::get_program_data(self.programs.get(h)?.program.0, p)
             }
@@ -198,36 +193,4 @@ impl OpenClSession {
             _ => Err(Status::INVALID_PROGRAM_EXECUTABLE),
         }
     }
-}
-
-/// `CL_PROGRAM_KERNEL_NAMES` made from the kernels themselves. NVIDIA's
-/// driver (580, OpenCL 3.0 CUDA 13.0) corrupts its heap answering that
-/// query for a kernel name of 512 bytes or more, natively too (`free():
-/// invalid next size`, then an abort): in the daemon that would end every
-/// VM it serves, and the guest library asks it after every build.
-/// `clCreateKernelsInProgram` and each kernel's `CL_KERNEL_FUNCTION_NAME`
-/// give the same list (names joined by `;`, NUL-terminated), safely, and
-/// the same error for a program without an executable.
-fn kernel_names(program: cl3::types::cl_program) -> Result<Vec<u8>, Status> {
-    let kernels = cl3::kernel::create_kernels_in_program(program).map_err(Status)?;
-    let names: Result<Vec<Vec<u8>>, Status> = kernels
-        .iter()
-        .map(|&kernel| {
-            let mut name =
-                cl3::kernel::get_kernel_data(kernel, KERNEL_FUNCTION_NAME).map_err(Status)?;
-            while name.last() == Some(&0) {
-                name.pop();
-            }
-            Ok(name)
-        })
-        .collect();
-    for kernel in kernels {
-        // SAFETY: each kernel was created above and is released once; no
-        // other reference to it exists.
-        // A release failure leaves nothing to undo.
-        let _ = unsafe { cl3::kernel::release_kernel(kernel) };
-    }
-    let mut list = names?.join(&b';');
-    list.push(0);
-    Ok(list)
 }

@@ -1,6 +1,7 @@
 //! The OpenCL executor: runs every call on a real OpenCL device through the
 //! ICD loader (PoCL on CPUs, NVIDIA OpenCL on GPUs).
 
+mod arg_probe;
 mod args;
 mod bounce;
 mod commands;

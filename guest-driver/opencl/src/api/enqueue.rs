@@ -46,11 +46,24 @@ fn dims(ptr: *const usize, dim: usize, pad: u64) -> ClResult<Option<[u64; 3]>> {
     Ok(Some(out))
 }
 
+/// How a launch may be sent: batched when every check the device would
+/// make was made here, or waiting for the device's own answer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Launch {
+    Batched,
+    DeviceDecides,
+}
+
 /// The local size checks that need device and kernel limits, in the
-/// spec's order: CL_INVALID_WORK_GROUP_SIZE if a local size is 0 or their
-/// product exceeds CL_KERNEL_WORK_GROUP_SIZE; CL_INVALID_WORK_ITEM_SIZE if
-/// a local size exceeds CL_DEVICE_MAX_WORK_ITEM_SIZES.
-fn check_local(kernel: &Cl<Kernel>, local: &[u64; 3], dim: usize) -> ClResult<()> {
+/// spec's order: CL_INVALID_WORK_GROUP_SIZE if a local size is 0;
+/// CL_INVALID_WORK_ITEM_SIZE if a local size exceeds
+/// CL_DEVICE_MAX_WORK_ITEM_SIZES. A product above CL_KERNEL_WORK_GROUP_SIZE
+/// is CL_INVALID_WORK_GROUP_SIZE by the spec, but NVIDIA's driver (580)
+/// reports 256 for kernels it runs with 1024 work-items per group (OpenCV's
+/// canny and matchTemplate kernels, natively): such a launch is left to the
+/// device, with every other local-size check, and its answer is the call's
+/// (PoCL refuses it, NVIDIA runs it).
+fn check_local(kernel: &Cl<Kernel>, local: &[u64; 3], dim: usize) -> ClResult<Launch> {
     if local[..dim].contains(&0) {
         return Err(CL_INVALID_WORK_GROUP_SIZE);
     }
@@ -58,8 +71,11 @@ fn check_local(kernel: &Cl<Kernel>, local: &[u64; 3], dim: usize) -> ClResult<()
     let product = local[..dim]
         .iter()
         .try_fold(1u64, |acc, l| acc.checked_mul(*l));
-    if product.is_none_or(|p| p > max_group) {
+    let Some(product) = product else {
         return Err(CL_INVALID_WORK_GROUP_SIZE);
+    };
+    if product > max_group {
+        return Ok(Launch::DeviceDecides);
     }
     let max_items = kernel
         .program
@@ -69,7 +85,7 @@ fn check_local(kernel: &Cl<Kernel>, local: &[u64; 3], dim: usize) -> ClResult<()
     if local[..dim].iter().zip(&max_items).any(|(l, m)| l > m) {
         return Err(CL_INVALID_WORK_ITEM_SIZE);
     }
-    Ok(())
+    Ok(Launch::Batched)
 }
 
 fn enqueue_nd_range_kernel(
@@ -122,9 +138,10 @@ fn enqueue_nd_range_kernel(
         return Err(CL_INVALID_KERNEL_ARGS);
     }
     let local = dims(local, dim, 1)?;
-    if let Some(local) = &local {
-        check_local(&kernel, local, dim)?;
-    }
+    let mut launch = match &local {
+        Some(local) => check_local(&kernel, local, dim)?,
+        None => Launch::Batched,
+    };
     // CL_INVALID_WORK_GROUP_SIZE if the kernel has a
     // reqd_work_group_size and local_work_size is NULL or differs from it.
     let required = kernel.work_group_info(CL_KERNEL_COMPILE_WORK_GROUP_SIZE)?;
@@ -138,7 +155,7 @@ fn enqueue_nd_range_kernel(
     }
     let wait = wait_list(&queue, num_events, events)?;
     let new_event = NewEvent::new(event, CL_COMMAND_NDRANGE_KERNEL)?;
-    let launch = EnqueueNdRange {
+    let command = EnqueueNdRange {
         queue: queue.handle(),
         kernel: kernel.handle(),
         work_dim,
@@ -151,12 +168,16 @@ fn enqueue_nd_range_kernel(
     // Whether a non-uniform work-group is allowed depends on how the program
     // was built: let the backend answer that one at once.
     let uniform = local.is_none_or(|l| (0..dim).all(|d| global[d] % l[d] == 0));
-    if uniform {
-        submit(&queue, new_event, launch.into())
-    } else {
-        platform::client()?.call(launch.into()).map_err(|s| s.0)?;
-        new_event.publish(&queue);
-        Ok(())
+    if !uniform {
+        launch = Launch::DeviceDecides;
+    }
+    match launch {
+        Launch::Batched => submit(&queue, new_event, command.into()),
+        Launch::DeviceDecides => {
+            platform::client()?.call(command.into()).map_err(|s| s.0)?;
+            new_event.publish(&queue);
+            Ok(())
+        }
     }
 }
 

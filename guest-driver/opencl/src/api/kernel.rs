@@ -32,8 +32,20 @@ status_entry! {
     fn clGetKernelArgInfo(kernel: cl_kernel, arg_index: cl_uint, param_name: cl_kernel_arg_info, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut usize) => get_kernel_arg_info;
 }
 
-/// Creates kernel `name` of an executable program (deferred).
-fn new_kernel(program: &Arc<Cl<Program>>, name: String) -> ClResult<Arc<Cl<Kernel>>> {
+/// Whether creating a kernel may be batched (its name is known to be in
+/// the program) or must wait for the backend's answer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Creation {
+    Deferred,
+    Checked,
+}
+
+/// Creates kernel `name` of an executable program.
+fn new_kernel(
+    program: &Arc<Cl<Program>>,
+    name: String,
+    creation: Creation,
+) -> ClResult<Arc<Cl<Kernel>>> {
     let client = platform::client()?;
     let kernel = client.new_handle();
     let create = CreateKernel {
@@ -41,7 +53,10 @@ fn new_kernel(program: &Arc<Cl<Program>>, name: String) -> ClResult<Arc<Cl<Kerne
         program: program.handle(),
         name: name.clone().into_bytes(),
     };
-    client.defer(create.into()).map_err(|s| s.0)?;
+    match creation {
+        Creation::Deferred => client.defer(create.into()).map_err(|s| s.0)?,
+        Creation::Checked => drop(client.call(create.into()).map_err(|s| s.0)?),
+    }
     Ok(Cl::publish(kernel, Kernel::new(program.clone(), name)))
 }
 
@@ -50,12 +65,21 @@ fn create_kernel(program: cl_program, name: *const c_char) -> ClResult<cl_kernel
     // CL_INVALID_VALUE if kernel_name is NULL.
     let name = c_str(name)?.to_string_lossy().into_owned();
     // CL_INVALID_PROGRAM_EXECUTABLE if there is no successfully built
-    // executable for program; CL_INVALID_KERNEL_NAME if kernel_name is not
-    // found in program.
-    if !program.kernel_names()?.contains(&name) {
-        return Err(CL_INVALID_KERNEL_NAME);
+    // executable for program.
+    if !program.is_executable() {
+        return Err(CL_INVALID_PROGRAM_EXECUTABLE);
     }
-    Ok(new_kernel(&program, name)?.as_ptr())
+    // CL_INVALID_KERNEL_NAME if kernel_name is not found in program: from
+    // the names when the application listed them already, else from the
+    // driver's own clCreateKernel. The list is not asked for this: NVIDIA's
+    // driver aborts listing a kernel name of 512 bytes or more, which
+    // clCreateKernel of that name does not (CTS kernel_name_size).
+    let creation = match program.known_kernel_names() {
+        Some(names) if !names.contains(&name) => return Err(CL_INVALID_KERNEL_NAME),
+        Some(_) => Creation::Deferred,
+        None => Creation::Checked,
+    };
+    Ok(new_kernel(&program, name, creation)?.as_ptr())
 }
 
 fn create_kernels_in_program(
@@ -73,7 +97,7 @@ fn create_kernels_in_program(
     }
     if !kernels.is_null() {
         for (i, name) in names.iter().enumerate() {
-            let kernel = new_kernel(&program, name.clone())?;
+            let kernel = new_kernel(&program, name.clone(), Creation::Deferred)?;
             write(kernels.wrapping_add(i), kernel.as_ptr());
         }
     }

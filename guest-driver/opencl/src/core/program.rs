@@ -150,6 +150,13 @@ impl Cl<Program> {
         Ok(())
     }
 
+    /// The kernel names of the current build, if they were asked already
+    /// (`kernel_names`); asking is not free on every driver (NVIDIA 580
+    /// corrupts its heap listing a name of 512 bytes or more).
+    pub fn known_kernel_names(&self) -> Option<Vec<String>> {
+        self.state().kernel_names.clone()
+    }
+
     /// `CL_PROGRAM_KERNEL_NAMES`, split; asked once per build.
     pub fn kernel_names(&self) -> ClResult<Vec<String>> {
         if !self.is_executable() {
