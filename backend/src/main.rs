@@ -79,7 +79,8 @@ fn probe_sandbox(args: &Args) -> ExitCode {
         .filter_level(log::LevelFilter::Warn)
         .parse_env("RUST_LOG")
         .init();
-    let (report, ok) = vgpu_backend::sandbox::probe::run(&device, &sandbox);
+    let (report, ok) =
+        vgpu_backend::sandbox::probe::run(&device, &sandbox, args.control.as_deref());
     println!("{report}");
     if ok {
         ExitCode::SUCCESS
