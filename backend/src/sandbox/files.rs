@@ -33,6 +33,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use super::landlock::{self, fs, Ruleset};
 
@@ -81,6 +82,31 @@ pub enum Outcome {
     Unavailable,
     /// The sandbox is off (`--sandbox none`).
     Off,
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Confined { abi } => write!(f, "landlock ABI {abi}"),
+            Outcome::Unavailable => f.write_str("not confined: the kernel has no Landlock"),
+            Outcome::Off => f.write_str("not confined: sandbox off"),
+        }
+    }
+}
+
+/// This process's outcome, once [`confine`] ran.
+static OUTCOME: OnceLock<Outcome> = OnceLock::new();
+
+/// Records how this process's file system is confined (once).
+pub fn record(outcome: Outcome) {
+    let _ = OUTCOME.set(outcome);
+}
+
+/// How this process's file system is confined, for `vgpu-ctl status`.
+pub fn describe() -> String {
+    OUTCOME
+        .get()
+        .map_or_else(|| "not confined".to_string(), Outcome::to_string)
 }
 
 /// One rule: a path and what may be done beneath it.
@@ -203,13 +229,15 @@ pub fn grants(cache: Option<&Path>) -> Vec<Grant> {
 
 /// Holds this process, and every thread and process it starts from now
 /// on, to [`grants`]. Call once `no_new_privs` is set, while the process
-/// has one thread. A path on the list that does not exist is skipped.
+/// has one thread. A path on the list that does not exist, or that the
+/// process's user cannot open, is skipped.
 pub fn confine(cache: Option<&Path>) -> io::Result<Outcome> {
     let Some(abi) = landlock::abi_version()? else {
         log::warn!(
             "sandbox: this kernel has no Landlock: the worker's file system is not \
              confined (only its user and the seccomp filter hold it)"
         );
+        record(Outcome::Unavailable);
         return Ok(Outcome::Unavailable);
     };
     // Threads started before the restriction would stay outside it.
@@ -221,7 +249,16 @@ pub fn confine(cache: Option<&Path>) -> io::Result<Outcome> {
     for Grant { path, access } in grants(cache) {
         match ruleset.allow(&path, access) {
             Ok(()) => granted += 1,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            // Missing, or closed to the worker's user (a LD_LIBRARY_PATH
+            // under root's home): nothing to grant.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied
+                ) =>
+            {
+                log::debug!("sandbox: no rule for {}: {e}", path.display());
+            }
             Err(e) => {
                 return Err(io::Error::new(
                     e.kind(),
@@ -232,6 +269,7 @@ pub fn confine(cache: Option<&Path>) -> io::Result<Outcome> {
     }
     ruleset.restrict_self()?;
     log::info!("sandbox: Landlock ABI {abi}: the worker reaches {granted} paths, nothing else");
+    record(Outcome::Confined { abi });
     Ok(Outcome::Confined { abi })
 }
 

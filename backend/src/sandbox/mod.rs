@@ -167,6 +167,7 @@ pub fn confine_worker(sandbox: &Sandbox) -> io::Result<files::Outcome> {
 pub fn drop_worker_privileges(sandbox: &Sandbox) -> io::Result<files::Outcome> {
     let Sandbox::Default { user } = sandbox else {
         log::warn!("sandbox disabled (--sandbox none): the worker is not confined");
+        files::record(files::Outcome::Off);
         return Ok(files::Outcome::Off);
     };
     // Looked up first: the user database may need files the filter
