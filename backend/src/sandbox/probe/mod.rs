@@ -6,6 +6,7 @@
 //! gives and every path came out as the file-system confinement says.
 
 mod attempts;
+mod device;
 mod files;
 mod kernel;
 
@@ -14,9 +15,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Map, Value};
 
 use super::{drop_worker_privileges, filter_worker, prepare_worker, user::status_field, Sandbox};
-use crate::executor::opencl::{DeviceSelector, OpenClExecutor};
-use crate::executor::Executor;
+use crate::config::DeviceSpec;
 use attempts::Outcome;
+use device::Device;
 
 /// The symbolic name of the errnos the probe expects or commonly meets.
 fn errno_name(errno: i32) -> String {
@@ -92,11 +93,11 @@ fn forbidden_calls() -> (Value, bool) {
     (Value::Object(report), all_refused)
 }
 
-/// Runs the probe on the OpenCL device `selector` under `sandbox`, in the
+/// Runs the probe on the device `spec` (OpenCL or CUDA) under `sandbox`, in the
 /// worker's order (cache, user and file system, device, filter); the JSON
 /// report and whether everything held. `control` is the control socket
 /// (`--control`), whose directory a worker must not reach.
-pub fn run(selector: &DeviceSelector, sandbox: &Sandbox, control: Option<&Path>) -> (Value, bool) {
+pub fn run(spec: &DeviceSpec, sandbox: &Sandbox, control: Option<&Path>) -> (Value, bool) {
     let fail = |stage: &str, error: String| {
         let report = json!({ "ok": false, "stage": stage, "error": error, "identity": identity() });
         (report, false)
@@ -109,14 +110,14 @@ pub fn run(selector: &DeviceSelector, sandbox: &Sandbox, control: Option<&Path>)
         Ok(files) => files,
         Err(e) => return fail("drop privileges", e.to_string()),
     };
-    let executor = match OpenClExecutor::open(selector) {
-        Ok(executor) => executor,
-        Err(e) => return fail("open device", e.to_string()),
+    let device = match Device::open(spec) {
+        Ok(device) => device,
+        Err(e) => return fail("open device", e),
     };
     if let Err(e) = filter_worker(sandbox) {
         return fail("filter", e.to_string());
     }
-    let kernel = match kernel::run(executor.device) {
+    let kernel = match device.compute() {
         Ok(elements) => json!({ "ok": true, "elements": elements }),
         Err(e) => json!({ "ok": false, "error": e }),
     };
@@ -131,7 +132,7 @@ pub fn run(selector: &DeviceSelector, sandbox: &Sandbox, control: Option<&Path>)
     let ok = kernel_ok && all_refused && files_ok;
     let report = json!({
         "ok": ok,
-        "device": executor.describe(),
+        "device": device.describe(),
         "identity": identity(),
         "kernel": kernel,
         "all_refused": all_refused,
