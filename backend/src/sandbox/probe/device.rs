@@ -6,6 +6,7 @@ use super::kernel;
 use crate::config::DeviceSpec;
 use crate::executor::opencl::OpenClExecutor;
 use crate::executor::Executor;
+use crate::startup::error_chain;
 
 /// An opened device.
 pub enum Device {
@@ -20,11 +21,11 @@ impl Device {
         match spec {
             DeviceSpec::OpenCl(selector) => OpenClExecutor::open(selector)
                 .map(Device::OpenCl)
-                .map_err(|e| e.to_string()),
+                .map_err(|e| error_chain(&e)),
             #[cfg(feature = "cuda")]
             DeviceSpec::Cuda(index) => crate::executor::cuda::CudaExecutor::open(*index)
                 .map(Device::Cuda)
-                .map_err(|e| e.to_string()),
+                .map_err(|e| error_chain(&e)),
             #[cfg(not(feature = "cuda"))]
             DeviceSpec::Cuda(_) => Err("built without the cuda feature".to_string()),
         }
