@@ -87,6 +87,7 @@ const REFUSED_PATHS: &[&str] = &[
 ];
 const ALLOWED_PATHS: &[&str] = &[
     "read_proc_self_status",
+    "name_own_thread",
     "read_dev_urandom",
     "create_in_own_cache",
 ];

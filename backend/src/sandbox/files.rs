@@ -15,8 +15,9 @@
 //!   `/etc/nvidia`, `/proc` (the driver reads `/proc/self/*`,
 //!   `/proc/cpuinfo`, `/proc/driver/nvidia`; a per-process rule cannot be
 //!   had, since procfs makes new inodes for a process's directory when
-//!   memory is short and a rule holds to an inode), and the parts of
-//!   `/sys` that hwloc, PoCL and NVIDIA's library read;
+//!   memory is short and a rule holds to an inode; write too, for thread
+//!   names), and the parts of `/sys` that hwloc, PoCL and NVIDIA's library
+//!   read;
 //! - read, write and ioctl: `/dev/null`-like nodes, `/dev/nvidia*`,
 //!   `/dev/dri`;
 //! - everything: the worker's own cache directory (`POCL_CACHE_DIR`,
@@ -55,7 +56,6 @@ const CONFIG: &[&str] = &[
 ];
 /// What hwloc, PoCL and NVIDIA's library read of the kernel's view.
 const KERNEL_VIEW: &[&str] = &[
-    "/proc",
     "/sys/devices",
     "/sys/bus",
     "/sys/class",
@@ -214,6 +214,12 @@ pub fn grants(cache: Option<&Path>) -> Vec<Grant> {
     grants.extend(library_dirs.map(|dir| grant(dir, READ_EXEC)));
     grants.extend(CONFIG.iter().map(|p| grant(*p, READ)));
     grants.push(grant(vendors, READ));
+    // CUDA names its threads through /proc/self/task/TID/comm and fails
+    // cuInit (CUDA_ERROR_OPERATING_SYSTEM, seen on the H100) when it
+    // cannot. The rule cannot be narrower than /proc (see above); what
+    // else there is writable is the worker's own, root's alone, or behind
+    // a ptrace check that Landlock already limits to the worker.
+    grants.push(grant("/proc", READ | fs::WRITE_FILE | fs::TRUNCATE));
     grants.extend(KERNEL_VIEW.iter().map(|p| grant(*p, READ)));
     grants.extend(
         COMMON_NODES

@@ -16,6 +16,8 @@ use crate::sandbox::files::Outcome;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Action {
     Read,
+    /// Open for writing, truncating (as a thread's name is set).
+    Write,
     List,
     /// Create a new file in the directory (removed again if it worked).
     Create,
@@ -42,6 +44,8 @@ fn attempts(control: Option<&Path>, cache: Option<&Path>) -> Vec<Attempt> {
         refused("list_root_home", "/root", Action::List),
         allowed("read_proc_self_status", "/proc/self/status", Action::Read),
         allowed("read_dev_urandom", "/dev/urandom", Action::Read),
+        // What CUDA does for each thread it starts (cuInit fails without).
+        allowed("name_own_thread", "/proc/thread-self/comm", Action::Write),
     ];
     if Path::new("/home").is_dir() {
         all.push(refused("list_home", "/home", Action::List));
@@ -78,11 +82,12 @@ fn try_path(attempt: &Attempt) -> Result<(), i32> {
         Action::Create => attempt
             .path
             .join(format!("vgpu-probe-{}", std::process::id())),
-        Action::Read | Action::List => attempt.path.clone(),
+        Action::Read | Action::Write | Action::List => attempt.path.clone(),
     };
     let c_path = CString::new(target.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)?;
     let flags = match attempt.action {
         Action::Read => libc::O_RDONLY,
+        Action::Write => libc::O_WRONLY | libc::O_TRUNC,
         Action::List => libc::O_RDONLY | libc::O_DIRECTORY,
         Action::Create => libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
     };
