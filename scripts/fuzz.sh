@@ -28,8 +28,8 @@
 #                 runs once with it (a leak is a finding like any
 #                 other). For long campaigns of the PoCL targets: LSan
 #                 scans the whole heap, PoCL's and LLVM's included, after
-#                 every input that allocates more than it frees, which
-#                 took about a third of backend_chains' time
+#                 every input that allocates more than it frees: more than
+#                 half of backend_chains' CPU time
 # --smoke         for the test command: a fixed seed and a fixed number of
 #                 executions per target (at most 30 s each), so that every
 #                 machine runs the same inputs and a CI run cannot fail on
