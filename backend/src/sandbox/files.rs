@@ -233,6 +233,11 @@ pub fn grants(cache: Option<&Path>) -> Vec<Grant> {
     grants
 }
 
+/// Whether `path` names the root directory, however spelled.
+fn is_root_dir(path: &Path) -> bool {
+    std::fs::canonicalize(path).is_ok_and(|p| p.parent().is_none())
+}
+
 /// Holds this process, and every thread and process it starts from now
 /// on, to [`grants`]. Call once `no_new_privs` is set, while the process
 /// has one thread. A path on the list that does not exist, or that the
@@ -253,6 +258,15 @@ pub fn confine(cache: Option<&Path>) -> io::Result<Outcome> {
     let mut ruleset = Ruleset::new(abi)?;
     let mut granted = 0;
     for Grant { path, access } in grants(cache) {
+        if is_root_dir(&path) {
+            // An LD_LIBRARY_PATH or ld.so.conf entry of "/" (or "/usr/..")
+            // would open the whole file system.
+            log::warn!(
+                "sandbox: no rule for {}: it is the root directory",
+                path.display()
+            );
+            continue;
+        }
         match ruleset.allow(&path, access) {
             Ok(()) => granted += 1,
             // Missing, or closed to the worker's user (a LD_LIBRARY_PATH
@@ -304,6 +318,16 @@ mod tests {
             dirs,
             vec![PathBuf::from("/opt/a/lib"), PathBuf::from("/opt/b/lib")]
         );
+    }
+
+    #[test]
+    fn the_root_directory_is_never_granted_however_spelled() {
+        for root in ["/", "/usr/..", "//", "/./"] {
+            assert!(is_root_dir(Path::new(root)), "{root}");
+        }
+        for other in ["/usr", "/proc", "/nonexistent-vgpu-test"] {
+            assert!(!is_root_dir(Path::new(other)), "{other}");
+        }
     }
 
     #[test]
