@@ -166,13 +166,19 @@ fn glob_conf(pattern: &str) -> Vec<PathBuf> {
 
 /// The directories of the libraries the OpenCL vendor files name by an
 /// absolute path (a bare name is found through the loader's paths).
+/// `vendors` is a directory of `.icd` files or, as ocl-icd also takes
+/// in `OCL_ICD_VENDORS`, one such file.
 fn icd_library_dirs(vendors: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(vendors) else {
-        return Vec::new();
+    let files: Vec<PathBuf> = if vendors.is_file() {
+        vec![vendors.to_path_buf()]
+    } else {
+        std::fs::read_dir(vendors)
+            .map(|entries| entries.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
     };
-    entries
-        .flatten()
-        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+    files
+        .iter()
+        .filter_map(|file| std::fs::read_to_string(file).ok())
         .filter_map(|text| {
             let library = PathBuf::from(text.trim());
             library
@@ -318,6 +324,19 @@ mod tests {
             dirs,
             vec![PathBuf::from("/opt/a/lib"), PathBuf::from("/opt/b/lib")]
         );
+    }
+
+    #[test]
+    fn vendor_files_name_library_directories_from_a_directory_or_one_file() {
+        let dir = std::env::temp_dir().join(format!("vgpu-icd-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("scratch directory");
+        std::fs::write(dir.join("a.icd"), "/opt/vendor-a/lib/libA.so\n").expect("write");
+        std::fs::write(dir.join("b.icd"), "libB.so.1\n").expect("write");
+        let from_dir = icd_library_dirs(&dir);
+        let from_file = icd_library_dirs(&dir.join("a.icd"));
+        std::fs::remove_dir_all(&dir).expect("remove scratch directory");
+        assert_eq!(from_dir, vec![PathBuf::from("/opt/vendor-a/lib")]);
+        assert_eq!(from_file, vec![PathBuf::from("/opt/vendor-a/lib")]);
     }
 
     #[test]
