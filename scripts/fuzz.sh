@@ -2,7 +2,7 @@
 # Runs the cargo-fuzz targets (nightly Rust and cargo-fuzz; ASan), each for
 # a given time, starting from the committed seed corpus.
 #
-#   scripts/fuzz.sh [--time SECONDS] [--runs N] [--jobs J] [--fork F] [--smoke] [TARGET...]
+#   scripts/fuzz.sh [--time SECONDS] [--runs N] [--jobs J] [--fork F] [--leaks-after] [--smoke] [TARGET...]
 #
 # Targets (default: all):
 #   protocol_decode    fuzz/: every protocol decoder (requests, replies,
@@ -23,6 +23,13 @@
 #                 executions, executions a second, coverage and findings
 # --fork F        F processes for each target (libFuzzer's fork mode, one
 #                 corpus); a crash in one is a finding like any other
+# --leaks-after   leak checks only at the end: the run goes without
+#                 LeakSanitizer, then every input of the working corpus
+#                 runs once with it (a leak is a finding like any
+#                 other). For long campaigns of the PoCL targets: LSan
+#                 scans the whole heap, PoCL's and LLVM's included, after
+#                 every input that allocates more than it frees: more than
+#                 half of backend_chains' CPU time
 # --smoke         for the test command: a fixed seed and a fixed number of
 #                 executions per target (at most 30 s each), so that every
 #                 machine runs the same inputs and a CI run cannot fail on
@@ -50,6 +57,7 @@ runs_n=
 jobs=1
 fork=
 smoke=0
+leaks_after=0
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -61,6 +69,7 @@ while [ $# -gt 0 ]; do
     --jobs=*) jobs=${1#--jobs=}; shift ;;
     --fork) fork=${2:?--fork needs F}; shift 2 ;;
     --fork=*) fork=${1#--fork=}; shift ;;
+    --leaks-after) leaks_after=1; shift ;;
     --smoke) smoke=1; time_s=30; shift ;;
     -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     -*) echo "fuzz: unknown option $1" >&2; exit 2 ;;
@@ -148,6 +157,10 @@ fuzz_one() {
     limits+=(-fork="$fork")
     plan="$plan, $fork processes"
   fi
+  if [ "$leaks_after" = 1 ] && [ "$smoke" = 0 ]; then
+    limits+=(-detect_leaks=0)
+    plan="$plan, leaks checked after"
+  fi
   if [ "$smoke" = 1 ]; then
     # The smoke run starts from the committed inputs only, not a working
     # corpus left by earlier campaigns, so that it is the same everywhere.
@@ -170,6 +183,14 @@ fuzz_one() {
   (cd "$root/$crate" && cargo +nightly fuzz run "$t" "${dirs[@]}" -- \
     "${limits[@]}" -timeout=30 -rss_limit_mb=4096 \
     -print_final_stats=1 -close_fd_mask=1) >"$log" 2>&1 || status=$?
+  if [ "$status" = 0 ] && [ "$leaks_after" = 1 ] && [ "$smoke" = 0 ]; then
+    # Every input kept, once, with LeakSanitizer (-runs=0: the corpus
+    # only, no mutation). Its log follows the run's.
+    (cd "$root/$crate" && cargo +nightly fuzz run "$t" "${dirs[@]}" -- \
+      -runs=0 -detect_leaks=1 -timeout=30 -rss_limit_mb=4096 \
+      -close_fd_mask=1) >"$log.leaks" 2>&1 || status=$?
+    cat "$log.leaks" >>"$log"
+  fi
   local took=$((SECONDS - started))
   local runs cov ft units rate line
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)

@@ -125,9 +125,11 @@ pub struct Args {
     #[arg(long)]
     pub list_devices: bool,
 
-    /// Open the --device (OpenCL), confine this process as a VM's worker
-    /// is confined (--sandbox, --user), run a kernel and try the forbidden
-    /// system calls; print a JSON report and exit (see SECURITY.md).
+    /// Open the --device (OpenCL or CUDA), confine this process as a VM's
+    /// worker is confined (--sandbox, --user), run a kernel, try the
+    /// forbidden system calls and paths outside the worker's file system
+    /// (--control: its directory too); print a JSON report and exit (see
+    /// SECURITY.md).
     #[arg(long, hide = true)]
     pub probe_sandbox: bool,
 

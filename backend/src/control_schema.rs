@@ -77,6 +77,10 @@ pub struct VmStatus {
     /// The worker process that serves it (0 from a backend before workers).
     #[serde(default)]
     pub worker_pid: u32,
+    /// How that worker's file system is confined (`landlock ABI 7`, or
+    /// why it is not); empty from a backend before this field.
+    #[serde(default)]
+    pub file_system: String,
     pub sessions: usize,
     pub paused: bool,
     pub objects: ObjectCounts,

@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use vgpu_backend::config::{parse_device, parse_sandbox, Args, Config};
+use vgpu_backend::config::{parse_sandbox, parse_spec, Args, Config};
 use vgpu_backend::executor::opencl::OpenClExecutor;
 use vgpu_backend::startup;
 
@@ -66,7 +66,7 @@ fn main() -> ExitCode {
 /// `--probe-sandbox`: prints the probe's JSON report; fails unless the
 /// kernel ran right and every forbidden call was refused.
 fn probe_sandbox(args: &Args) -> ExitCode {
-    let parsed = parse_device(&args.device)
+    let parsed = parse_spec(&args.device)
         .and_then(|device| Ok((device, parse_sandbox(&args.sandbox, args.user.clone())?)));
     let (device, sandbox) = match parsed {
         Ok(parsed) => parsed,
@@ -79,7 +79,8 @@ fn probe_sandbox(args: &Args) -> ExitCode {
         .filter_level(log::LevelFilter::Warn)
         .parse_env("RUST_LOG")
         .init();
-    let (report, ok) = vgpu_backend::sandbox::probe::run(&device, &sandbox);
+    let (report, ok) =
+        vgpu_backend::sandbox::probe::run(&device, &sandbox, args.control.as_deref());
     println!("{report}");
     if ok {
         ExitCode::SUCCESS

@@ -614,6 +614,16 @@ fn the_daemon_runs_confined() {
     let worker_status = std::fs::read_to_string(format!("/proc/{worker}/status")).unwrap();
     assert!(worker_status.contains("NoNewPrivs:\t1"), "{worker_status}");
     assert!(worker_status.contains("Seccomp:\t2"), "{worker_status}");
+    // Its file system is the driver's files alone where the kernel has
+    // Landlock (this host's has: sandbox_probe.rs shows what it refuses).
+    let file_system = status["vms"][0]["file_system"]
+        .as_str()
+        .expect("file_system");
+    if kernel_has_landlock() {
+        assert!(file_system.starts_with("landlock ABI "), "{file_system}");
+    } else {
+        assert!(file_system.contains("no Landlock"), "{file_system}");
+    }
     let its_net = std::fs::read_link(format!("/proc/{worker}/ns/net")).unwrap();
     if unsafe_is_root() {
         assert_ne!(ours, its_net, "the worker left the host's network");
@@ -627,6 +637,19 @@ fn the_daemon_runs_confined() {
             "the worker kept root: {uid_line}"
         );
     }
+}
+
+fn kernel_has_landlock() -> bool {
+    // SAFETY: with the VERSION flag (1) the kernel reads no attribute.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32,
+        )
+    };
+    abi > 0
 }
 
 fn unsafe_is_root() -> bool {

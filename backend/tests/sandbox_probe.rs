@@ -1,8 +1,10 @@
 //! The worker's confinement seen from inside: `vgpu-backend
-//! --probe-sandbox` opens the real OpenCL device (PoCL here), confines
-//! itself with `confine_worker`, builds and runs a kernel, and tries the
-//! calls a worker must never get.
+//! --probe-sandbox` confines itself as a worker does, opens the real
+//! OpenCL device (PoCL here), builds and runs a kernel, tries the calls a
+//! worker must never get and the paths outside its file system.
 
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
@@ -10,6 +12,32 @@ use serde_json::Value;
 const EPERM: i64 = libc::EPERM as i64;
 const ENOSYS: i64 = libc::ENOSYS as i64;
 const EAFNOSUPPORT: i64 = libc::EAFNOSUPPORT as i64;
+const EACCES: i64 = libc::EACCES as i64;
+
+/// A directory standing for the control socket's: world-readable and
+/// world-writable, so that only the file-system confinement keeps a worker
+/// out of it.
+struct ControlDir(PathBuf);
+
+impl ControlDir {
+    fn new(name: &str) -> ControlDir {
+        let dir = std::env::temp_dir().join(format!("vgpu-probe-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("control socket directory");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))
+            .expect("open the directory to everyone");
+        ControlDir(dir)
+    }
+
+    fn socket(&self) -> String {
+        self.0.join("control.sock").display().to_string()
+    }
+}
+
+impl Drop for ControlDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 
 /// Runs the probe with `args`; its exit status and JSON report.
 fn probe(args: &[&str]) -> (bool, Value) {
@@ -30,6 +58,70 @@ fn probe(args: &[&str]) -> (bool, Value) {
 
 fn errno_of(report: &Value, call: &str) -> Option<i64> {
     report["forbidden_calls"][call]["errno"].as_i64()
+}
+
+/// Whether this kernel has Landlock (the confinement's file-system part).
+fn kernel_has_landlock() -> bool {
+    // SAFETY: with the VERSION flag (1) the kernel reads no attribute.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32,
+        )
+    };
+    abi > 0
+}
+
+/// Paths a worker must not reach though its user could; and the ones
+/// its driver needs.
+const REFUSED_PATHS: &[&str] = &[
+    "read_etc_passwd",
+    "list_etc",
+    "list_tmp",
+    "create_in_tmp",
+    "list_run",
+    "list_control_socket_dir",
+    "create_in_control_socket_dir",
+];
+const ALLOWED_PATHS: &[&str] = &[
+    "read_proc_self_status",
+    "name_own_thread",
+    "read_dev_urandom",
+    "create_in_own_cache",
+];
+
+fn path_errno(report: &Value, name: &str) -> i64 {
+    report["file_system"]["paths"][name]["errno"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no {name} in {:#}", report["file_system"]))
+}
+
+#[test]
+fn confined_worker_reaches_only_its_drivers_files() {
+    let control = ControlDir::new("confined");
+    let (success, report) = probe(&["--control", &control.socket()]);
+    assert!(success, "probe failed: {report:#}");
+    let fs = &report["file_system"];
+    if !kernel_has_landlock() {
+        assert_eq!(fs["confined"], false, "{fs:#}");
+        eprintln!("this kernel has no Landlock: the file system is not confined");
+        return;
+    }
+    assert_eq!(fs["confined"], true, "{fs:#}");
+    assert!(
+        fs["landlock_abi"].as_u64().is_some_and(|abi| abi >= 1),
+        "{fs:#}"
+    );
+    for name in REFUSED_PATHS {
+        assert_eq!(path_errno(&report, name), EACCES, "{name}: {fs:#}");
+    }
+    for name in ALLOWED_PATHS {
+        assert_eq!(path_errno(&report, name), 0, "{name}: {fs:#}");
+    }
+    // PoCL built (in its cache) and ran the kernel inside that view.
+    assert_eq!(report["kernel"]["elements"], 4096, "{}", report["kernel"]);
 }
 
 #[test]
@@ -121,6 +213,23 @@ fn unconfined_probe_reports_the_calls_it_got_and_fails() {
     assert_eq!(report["kernel"]["ok"], true, "{}", report["kernel"]);
     assert_eq!(errno_of(&report, "socket_inet"), Some(0), "{report:#}");
     assert_eq!(report["forbidden_calls"]["socket_inet"]["refused"], false);
+}
+
+/// Without the sandbox the same paths open: the refusals above are the
+/// confinement's, not the files' modes.
+#[test]
+fn unconfined_probe_reaches_the_paths_a_worker_is_refused() {
+    let control = ControlDir::new("unconfined");
+    let (_, report) = probe(&["--sandbox", "none", "--control", &control.socket()]);
+    assert_eq!(report["file_system"]["confined"], false);
+    for name in REFUSED_PATHS {
+        assert_eq!(
+            path_errno(&report, name),
+            0,
+            "{name}: {:#}",
+            report["file_system"]
+        );
+    }
 }
 
 fn is_root() -> bool {

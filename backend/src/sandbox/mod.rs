@@ -1,6 +1,7 @@
 //! Confines the process that serves a VM before it reads any guest input,
 //! as virtiofsd and crosvm do: resource limits, no new privileges, an
-//! unprivileged user, and a seccomp allow-list (see `policy`).
+//! unprivileged user, a file system of only what the driver needs
+//! (Landlock, see `files`) and a seccomp allow-list (see `policy`).
 //!
 //! [`confine_worker`] is the whole confinement of a per-VM worker;
 //! [`apply`] is what the single-process daemon still uses (the same
@@ -8,6 +9,8 @@
 //! result from inside (`vgpu-backend --probe-sandbox`).
 
 mod bpf;
+pub mod files;
+pub mod landlock;
 pub mod policy;
 pub mod probe;
 mod seccomp;
@@ -143,11 +146,13 @@ pub fn prepare_worker(sandbox: &Sandbox) -> io::Result<Option<PathBuf>> {
     Ok(Some(dir))
 }
 
-/// Confines a per-VM worker once its device is open and before it reads
-/// any guest input: [`drop_worker_privileges`], then [`filter_worker`].
-pub fn confine_worker(sandbox: &Sandbox) -> io::Result<()> {
-    drop_worker_privileges(sandbox)?;
-    filter_worker(sandbox)
+/// Confines a process as a per-VM worker is confined, all at once (the
+/// worker opens its device between the two halves):
+/// [`drop_worker_privileges`], then [`filter_worker`].
+pub fn confine_worker(sandbox: &Sandbox) -> io::Result<files::Outcome> {
+    let files = drop_worker_privileges(sandbox)?;
+    filter_worker(sandbox)?;
+    Ok(files)
 }
 
 /// The first half of a worker's confinement, done before its driver
@@ -156,11 +161,14 @@ pub fn confine_worker(sandbox: &Sandbox) -> io::Result<()> {
 /// RLIMIT_NOFILE, no new privileges, the unprivileged user (when root:
 /// `--user`, else `vgpu`, else `nobody`; supplementary groups of that
 /// user, none for `nobody`), not dumpable (other workers run as the same
-/// user). Files only root may read must be open before.
-pub fn drop_worker_privileges(sandbox: &Sandbox) -> io::Result<()> {
+/// user), and the file system of [`files`] (the worker's cache directory
+/// being `POCL_CACHE_DIR`). Files only root may read, and files outside
+/// that list, must be open before. Call while the process has one thread.
+pub fn drop_worker_privileges(sandbox: &Sandbox) -> io::Result<files::Outcome> {
     let Sandbox::Default { user } = sandbox else {
         log::warn!("sandbox disabled (--sandbox none): the worker is not confined");
-        return Ok(());
+        files::record(files::Outcome::Off);
+        return Ok(files::Outcome::Off);
     };
     // Looked up first: the user database may need files the filter
     // would still allow but the new user could not read.
@@ -184,7 +192,9 @@ pub fn drop_worker_privileges(sandbox: &Sandbox) -> io::Result<()> {
             "pdeathsig",
         )?;
     }
-    prctl(libc::PR_SET_DUMPABLE, 0, "dumpable")
+    prctl(libc::PR_SET_DUMPABLE, 0, "dumpable")?;
+    let cache = std::env::var_os("POCL_CACHE_DIR").map(PathBuf::from);
+    files::confine(cache.as_deref())
 }
 
 /// The second half: the seccomp allow-list on every thread, once the

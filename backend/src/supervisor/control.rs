@@ -23,6 +23,7 @@
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -34,12 +35,19 @@ use crate::startup::error_chain;
 use crate::supervisor::{Supervisor, WorkerLink};
 
 /// Binds the control socket: done before the vhost-user socket appears,
-/// so whoever sees that one can already reach this one.
+/// so whoever sees that one can already reach this one. Only the
+/// supervisor's user may connect (mode 0600, whatever the umask): workers
+/// run as another user, and Landlock does not keep a process from
+/// connecting to a socket by path, so the mode is what keeps a VM's worker
+/// from checkpointing, restoring or re-homing the others. Set before any
+/// worker exists.
 pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     if path.exists() {
         std::fs::remove_file(path)?;
     }
-    UnixListener::bind(path)
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
 }
 
 pub fn spawn(listener: UnixListener, registry: Arc<Supervisor>) -> std::io::Result<()> {
@@ -262,5 +270,25 @@ fn one(supervisor: &Supervisor, word: Option<&&str>) -> Result<Arc<WorkerLink>, 
             ErrorCode::AmbiguousVm,
             format!("{n} front-ends are connected: name one with --vm ID"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_socket_is_open_to_its_owner_only() {
+        let dir = std::env::temp_dir().join(format!("vgpu-control-mode-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("scratch directory");
+        let path = dir.join("control.sock");
+        let listener = bind(&path).expect("bind the control socket");
+        let mode = std::fs::metadata(&path)
+            .expect("socket metadata")
+            .permissions()
+            .mode();
+        drop(listener);
+        std::fs::remove_dir_all(&dir).expect("remove scratch directory");
+        assert_eq!(mode & 0o777, 0o600);
     }
 }

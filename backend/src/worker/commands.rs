@@ -191,6 +191,7 @@ pub fn status(registry: &Registry) -> StatusReply {
             VmStatus {
                 id: registry.id,
                 worker_pid: std::process::id(),
+                file_system: crate::sandbox::files::describe(),
                 sessions: stats.sessions,
                 paused: stats.paused,
                 objects: ObjectCounts::from_indexed(&stats.objects),

@@ -15,6 +15,7 @@ mod launch;
 mod library;
 mod memory;
 mod objects;
+mod probe;
 mod session;
 mod snapshot;
 mod sync;

@@ -1,18 +1,23 @@
 //! `vgpu-backend --probe-sandbox`: confines itself exactly as a worker
-//! does, then shows from inside that the device still computes and that
-//! the forbidden calls are refused. Prints one JSON object; succeeds only
-//! when the kernel's result is right and every call got the errno the
-//! filter gives.
+//! does, then shows from inside that the device still computes, that the
+//! forbidden calls are refused and that the paths outside the worker's
+//! file system cannot be reached. Prints one JSON object; succeeds only
+//! when the kernel's result is right, every call got the errno the filter
+//! gives and every path came out as the file-system confinement says.
 
 mod attempts;
+mod device;
+mod files;
 mod kernel;
+
+use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value};
 
-use super::{confine_worker, prepare_worker, user::status_field, Sandbox};
-use crate::executor::opencl::{DeviceSelector, OpenClExecutor};
-use crate::executor::Executor;
+use super::{drop_worker_privileges, filter_worker, prepare_worker, user::status_field, Sandbox};
+use crate::config::DeviceSpec;
 use attempts::Outcome;
+use device::Device;
 
 /// The symbolic name of the errnos the probe expects or commonly meets.
 fn errno_name(errno: i32) -> String {
@@ -28,6 +33,8 @@ fn errno_name(errno: i32) -> String {
         libc::EOPNOTSUPP => "EOPNOTSUPP",
         libc::ENOKEY => "ENOKEY",
         libc::ENODEV => "ENODEV",
+        libc::ENOTDIR => "ENOTDIR",
+        libc::EEXIST => "EEXIST",
         _ => return format!("errno {errno}"),
     };
     name.to_string()
@@ -86,9 +93,11 @@ fn forbidden_calls() -> (Value, bool) {
     (Value::Object(report), all_refused)
 }
 
-/// Runs the probe on the OpenCL device `selector` under `sandbox`; the
-/// JSON report and whether everything held.
-pub fn run(selector: &DeviceSelector, sandbox: &Sandbox) -> (Value, bool) {
+/// Runs the probe on the device `spec` (OpenCL or CUDA) under `sandbox`, in the
+/// worker's order (cache, user and file system, device, filter); the JSON
+/// report and whether everything held. `control` is the control socket
+/// (`--control`), whose directory a worker must not reach.
+pub fn run(spec: &DeviceSpec, sandbox: &Sandbox, control: Option<&Path>) -> (Value, bool) {
     let fail = |stage: &str, error: String| {
         let report = json!({ "ok": false, "stage": stage, "error": error, "identity": identity() });
         (report, false)
@@ -97,31 +106,38 @@ pub fn run(selector: &DeviceSelector, sandbox: &Sandbox) -> (Value, bool) {
         Ok(dir) => dir,
         Err(e) => return fail("prepare", e.to_string()),
     };
-    let executor = match OpenClExecutor::open(selector) {
-        Ok(executor) => executor,
-        Err(e) => return fail("open device", e.to_string()),
+    let files = match drop_worker_privileges(sandbox) {
+        Ok(files) => files,
+        Err(e) => return fail("drop privileges", e.to_string()),
     };
-    if let Err(e) = confine_worker(sandbox) {
-        return fail("confine", e.to_string());
+    let device = match Device::open(spec) {
+        Ok(device) => device,
+        Err(e) => return fail("open device", e),
+    };
+    if let Err(e) = filter_worker(sandbox) {
+        return fail("filter", e.to_string());
     }
-    let kernel = match kernel::run(executor.device) {
+    let kernel = match device.compute() {
         Ok(elements) => json!({ "ok": true, "elements": elements }),
         Err(e) => json!({ "ok": false, "error": e }),
     };
     let kernel_ok = kernel["ok"] == json!(true);
     let (calls, all_refused) = forbidden_calls();
+    let own_cache = std::env::var_os("POCL_CACHE_DIR").map(PathBuf::from);
+    let (file_system, files_ok) = files::check(&files, control, own_cache.as_deref());
     if let Some(dir) = cache {
         // The worker's own directory: it may remove it, confined or not.
         let _ = std::fs::remove_dir_all(dir);
     }
-    let ok = kernel_ok && all_refused;
+    let ok = kernel_ok && all_refused && files_ok;
     let report = json!({
         "ok": ok,
-        "device": executor.describe(),
+        "device": device.describe(),
         "identity": identity(),
         "kernel": kernel,
         "all_refused": all_refused,
         "forbidden_calls": calls,
+        "file_system": file_system,
     });
     (report, ok)
 }
