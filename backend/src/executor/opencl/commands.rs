@@ -10,7 +10,8 @@ use vgpu_protocol::Status;
 
 use super::objects::{EventEntry, HostEvent, HostMem, QueueEntry};
 use super::session::OpenClSession;
-use crate::chain::{GuestIo, Segment};
+use crate::chain::{peer_failed, GuestIo, Piece, Segment};
+use crate::peer::PeerMemory;
 
 mod rect;
 
@@ -164,9 +165,9 @@ impl OpenClSession {
         wait: &WaitList,
         to_device: bool,
     ) -> Result<cl_event, Status> {
-        let len: u64 = pieces.iter().map(|p| p.len as u64).sum();
         if pieces.len() > MAX_DIRECT_PIECES {
-            return self.transfer_mapped(queue, mem, offset, len, pieces, wait, to_device);
+            let pieces: Vec<Piece> = pieces.iter().map(|&s| Piece::Local(s)).collect();
+            return self.transfer_mapped(queue, mem, offset, &pieces, None, wait, to_device);
         }
         let mut at = offset;
         let mut last: cl_event = std::ptr::null_mut();
@@ -213,17 +214,47 @@ impl OpenClSession {
         Ok(last)
     }
 
+    /// As [`Self::transfer`], for pieces that may lie in a loopback peer's
+    /// memory: those are copied straight between its pages and the mapped
+    /// buffer, the only copy the bytes see.
+    fn transfer_pieces(
+        &mut self,
+        queue: &QueueEntry,
+        mem: &HostMem,
+        offset: u64,
+        pieces: &[Piece],
+        peer: Option<&PeerMemory>,
+        wait: &WaitList,
+        to_device: bool,
+    ) -> Result<cl_event, Status> {
+        if peer.is_some() && pieces.iter().any(|p| matches!(p, Piece::Peer(_))) {
+            return self.transfer_mapped(queue, mem, offset, pieces, peer, wait, to_device);
+        }
+        let local: Vec<Segment> = pieces
+            .iter()
+            .map(|piece| match piece {
+                Piece::Local(segment) => Ok(*segment),
+                Piece::Peer(_) => Err(Status::INVALID_VALUE),
+            })
+            .collect::<Result<_, _>>()?;
+        self.transfer(queue, mem, offset, &local, wait, to_device)
+    }
+
+    /// One map of the buffer range, the pieces copied in or out of it,
+    /// then the unmap. A peer piece whose address is not mapped in the
+    /// peer fails the call (after the unmap).
     #[allow(clippy::too_many_arguments)]
     fn transfer_mapped(
         &mut self,
         queue: &QueueEntry,
         mem: &HostMem,
         offset: u64,
-        len: u64,
-        pieces: &[Segment],
+        pieces: &[Piece],
+        peer: Option<&PeerMemory>,
         wait: &WaitList,
         to_device: bool,
     ) -> Result<cl_event, Status> {
+        let len: u64 = pieces.iter().map(|p| p.len() as u64).sum();
         use cl3::memory::{CL_MAP_READ, CL_MAP_WRITE_INVALIDATE_REGION};
         let flags = if to_device {
             CL_MAP_WRITE_INVALIDATE_REGION
@@ -250,17 +281,39 @@ impl OpenClSession {
         drop(HostEvent(map_event));
         let base = mapped as *mut u8;
         let mut at = 0usize;
+        let mut copied = Ok(());
         for piece in pieces {
-            // SAFETY: `base` maps `len` bytes and the pieces add up to `len`;
-            // each piece is live guest memory.
-            unsafe {
-                if to_device {
-                    std::ptr::copy_nonoverlapping(piece.ptr, base.add(at), piece.len);
-                } else {
-                    std::ptr::copy_nonoverlapping(base.add(at), piece.ptr, piece.len);
-                }
+            // SAFETY: `base` maps `len` bytes and the pieces add up to `len`,
+            // so `base + at` has room for the piece.
+            let here = unsafe { base.add(at) };
+            copied = match piece {
+                // SAFETY: the segment is live guest memory; `here` is mapped
+                // for its length (above).
+                Piece::Local(s) => unsafe {
+                    if to_device {
+                        std::ptr::copy_nonoverlapping(s.ptr, here, s.len);
+                    } else {
+                        std::ptr::copy_nonoverlapping(here, s.ptr, s.len);
+                    }
+                    Ok(())
+                },
+                Piece::Peer(p) => match peer {
+                    // SAFETY: `here` is mapped for `p.len` bytes (above) and
+                    // only this thread touches the mapping until the unmap.
+                    Some(peer) if to_device => {
+                        unsafe { peer.read_raw(p.addr, here, p.len) }.map_err(peer_failed)
+                    }
+                    // SAFETY: as above.
+                    Some(peer) => {
+                        unsafe { peer.write_raw(p.addr, here, p.len) }.map_err(peer_failed)
+                    }
+                    None => Err(Status::INVALID_VALUE),
+                },
+            };
+            if copied.is_err() {
+                break;
             }
-            at += piece.len;
+            at += piece.len();
         }
         // SAFETY: `mapped` came from the map above.
         let unmap = unsafe {
@@ -274,6 +327,10 @@ impl OpenClSession {
         }
         .map_err(Status)?;
         cl3::event::wait_for_events(&[unmap]).map_err(Status)?;
+        if let Err(status) = copied {
+            drop(HostEvent(unmap));
+            return Err(status);
+        }
         Ok(unmap)
     }
 
@@ -318,8 +375,10 @@ impl OpenClSession {
         let mem = self.buffer(m.mem)?;
         Self::check_range(&mem, m.offset, m.data.len)?;
         let wait = self.wait_list(&m.wait)?;
-        let pieces = io.out_slices(m.data)?;
-        let event = self.transfer(&queue, &mem, m.offset, &pieces, &wait, true)?;
+        let pieces = io.out_pieces(m.data)?;
+        let peer = io.peer;
+        let event =
+            self.transfer_pieces(&queue, &mem, m.offset, &pieces, peer.as_ref(), &wait, true)?;
         self.keep_event(&queue, m.event, event)
     }
 
@@ -332,8 +391,10 @@ impl OpenClSession {
         let mem = self.buffer(m.mem)?;
         Self::check_range(&mem, m.offset, m.data.len)?;
         let wait = self.wait_list(&m.wait)?;
-        let pieces = io.in_slices(m.data)?;
-        let event = self.transfer(&queue, &mem, m.offset, &pieces, &wait, false)?;
+        let pieces = io.in_pieces(m.data)?;
+        let peer = io.peer;
+        let event =
+            self.transfer_pieces(&queue, &mem, m.offset, &pieces, peer.as_ref(), &wait, false)?;
         self.keep_event(&queue, m.event, event)
     }
 
