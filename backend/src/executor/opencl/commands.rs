@@ -326,7 +326,12 @@ impl OpenClSession {
             )
         }
         .map_err(Status)?;
-        cl3::event::wait_for_events(&[unmap]).map_err(Status)?;
+        // The bytes moved already; the queue orders the unmap before later
+        // commands, so a peer transfer need not wait for it (one handoff to
+        // the driver's thread less per call).
+        if peer.is_none() || copied.is_err() {
+            cl3::event::wait_for_events(&[unmap]).map_err(Status)?;
+        }
         if let Err(status) = copied {
             drop(HostEvent(unmap));
             return Err(status);
