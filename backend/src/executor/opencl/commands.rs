@@ -217,6 +217,7 @@ impl OpenClSession {
     /// As [`Self::transfer`], for pieces that may lie in a loopback peer's
     /// memory: those are copied straight between its pages and the mapped
     /// buffer, the only copy the bytes see.
+    #[allow(clippy::too_many_arguments)]
     fn transfer_pieces(
         &mut self,
         queue: &QueueEntry,
@@ -298,13 +299,14 @@ impl OpenClSession {
                     Ok(())
                 },
                 Piece::Peer(p) => match peer {
-                    // SAFETY: `here` is mapped for `p.len` bytes (above) and
-                    // only this thread touches the mapping until the unmap.
                     Some(peer) if to_device => {
+                        // SAFETY: `here` is mapped for `p.len` bytes (above)
+                        // and only this thread touches the mapping until the
+                        // unmap.
                         unsafe { peer.read_raw(p.addr, here, p.len) }.map_err(peer_failed)
                     }
-                    // SAFETY: as above.
                     Some(peer) => {
+                        // SAFETY: as above.
                         unsafe { peer.write_raw(p.addr, here, p.len) }.map_err(peer_failed)
                     }
                     None => Err(Status::INVALID_VALUE),
