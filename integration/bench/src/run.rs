@@ -204,6 +204,8 @@ fn measure(
         load: load_range(&loads),
         commit,
         date: command_line(&options.root, "date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+        backend_args: options.backend_args.clone(),
+        program_user: options.program_user.clone(),
     };
     let report = Report {
         info: &info,
