@@ -251,7 +251,7 @@ pub struct GuestIo {
     pub peer: Option<PeerMemory>,
     /// Copies of out-data read from the peer for executors that need host
     /// pointers; each stays put (its heap block) until the chain ends.
-    bounces: std::cell::RefCell<Vec<Vec<u8>>>,
+    bounces: std::cell::RefCell<Bounces>,
     /// In-data written by executors into bounce buffers, to be copied to
     /// the pieces it stands for by [`GuestIo::flush_bounced_in`].
     bounced_in: Vec<(Vec<u8>, Vec<Piece>)>,
@@ -290,6 +290,7 @@ impl GuestIo {
             return Ok(local_segments(pieces));
         }
         let mut bounce = bounce_buffer(data.len)?;
+        let len = data.len as usize;
         let mut at = 0usize;
         for piece in &pieces {
             let dst = &mut bounce[at..at + piece.len()];
@@ -305,9 +306,9 @@ impl GuestIo {
         }
         let segment = Segment {
             ptr: bounce.as_mut_ptr(),
-            len: bounce.len(),
+            len,
         };
-        self.bounces.borrow_mut().push(bounce);
+        self.bounces.borrow_mut().0.push(bounce);
         Ok(vec![segment])
     }
 
@@ -322,7 +323,7 @@ impl GuestIo {
         let mut bounce = bounce_buffer(data.len)?;
         let segment = Segment {
             ptr: bounce.as_mut_ptr(),
-            len: bounce.len(),
+            len: data.len as usize,
         };
         self.bounced_in.push((bounce, pieces));
         Ok(vec![segment])
@@ -332,23 +333,32 @@ impl GuestIo {
     /// belongs. Executors finish their device-to-host copies before they
     /// return, so this runs after each call.
     pub fn flush_bounced_in(&mut self) -> Result<(), Status> {
-        for (bounce, pieces) in std::mem::take(&mut self.bounced_in) {
-            let mut at = 0usize;
-            for piece in &pieces {
-                let src = &bounce[at..at + piece.len()];
-                match piece {
-                    // SAFETY: the segment is live, writable guest memory of
-                    // `src.len()` bytes.
-                    Piece::Local(s) => unsafe {
-                        std::ptr::copy_nonoverlapping(src.as_ptr(), s.ptr, s.len)
-                    },
-                    Piece::Peer(p) => self
-                        .peer_memory()?
-                        .write(p.addr, src)
-                        .map_err(peer_failed)?,
-                }
-                at += piece.len();
+        let bounced = std::mem::take(&mut self.bounced_in);
+        let mut result = Ok(());
+        for (bounce, pieces) in &bounced {
+            result = result.and_then(|()| self.scatter(bounce, pieces));
+        }
+        keep_spare(bounced.into_iter().map(|(b, _)| b));
+        result
+    }
+
+    /// Copies a bounce buffer's bytes to the pieces it stands for.
+    fn scatter(&self, bounce: &[u8], pieces: &[Piece]) -> Result<(), Status> {
+        let mut at = 0usize;
+        for piece in pieces {
+            let src = &bounce[at..at + piece.len()];
+            match piece {
+                // SAFETY: the segment is live, writable guest memory of
+                // `src.len()` bytes.
+                Piece::Local(s) => unsafe {
+                    std::ptr::copy_nonoverlapping(src.as_ptr(), s.ptr, s.len)
+                },
+                Piece::Peer(p) => self
+                    .peer_memory()?
+                    .write(p.addr, src)
+                    .map_err(peer_failed)?,
             }
+            at += piece.len();
         }
         Ok(())
     }
@@ -370,20 +380,59 @@ fn local_segments(pieces: Vec<Piece>) -> Vec<Segment> {
         .collect()
 }
 
-/// A zeroed buffer of `len` bytes, refused rather than allocated when it
-/// is larger than [`MAX_BOUNCE_LEN`] or the memory is not there.
+/// Largest bounce buffer a thread keeps for the next chain.
+const MAX_SPARE_LEN: usize = 256 << 20;
+
+thread_local! {
+    /// The bounce buffer of this thread's last chain: a fresh one of many
+    /// MiB costs a page fault per page on every call (measured: CUDA
+    /// copies through peer memory at a third of the speed), a kept one
+    /// none.
+    static SPARE_BOUNCE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A buffer of at least `len` initialized bytes (only the first `len`
+/// are used), this thread's spare where it is large enough; refused
+/// rather than allocated when `len` is larger than [`MAX_BOUNCE_LEN`].
 fn bounce_buffer(len: u64) -> Result<Vec<u8>, Status> {
     if len > MAX_BOUNCE_LEN {
         log::warn!("a bulk range of {len} bytes in peer memory is larger than a bounce buffer");
         return Err(Status::OUT_OF_RESOURCES);
     }
     let len = len as usize;
-    let mut bounce = Vec::new();
-    bounce
-        .try_reserve_exact(len)
-        .map_err(|_| Status::OUT_OF_HOST_MEMORY)?;
-    bounce.resize(len, 0);
-    Ok(bounce)
+    let spare = SPARE_BOUNCE.with(|spare| std::mem::take(&mut *spare.borrow_mut()));
+    if spare.len() >= len {
+        return Ok(spare);
+    }
+    drop(spare);
+    // Zeroed by the allocator (fresh pages for large sizes), not written.
+    Ok(vec![0u8; len])
+}
+
+/// Keeps the largest of `buffers` as this thread's spare.
+fn keep_spare(buffers: impl Iterator<Item = Vec<u8>>) {
+    if let Some(largest) = buffers
+        .filter(|b| b.len() <= MAX_SPARE_LEN)
+        .max_by_key(|b| b.len())
+    {
+        SPARE_BOUNCE.with(|spare| {
+            let mut spare = spare.borrow_mut();
+            if largest.len() > spare.len() {
+                *spare = largest;
+            }
+        });
+    }
+}
+
+/// A chain's out-data bounce buffers; the largest becomes the thread's
+/// spare when the chain ends.
+#[derive(Debug, Default)]
+struct Bounces(Vec<Vec<u8>>);
+
+impl Drop for Bounces {
+    fn drop(&mut self) {
+        keep_spare(std::mem::take(&mut self.0).into_iter());
+    }
 }
 
 /// A failed copy from or to the peer: its address was not mapped (or not

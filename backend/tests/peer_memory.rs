@@ -312,3 +312,58 @@ fn a_worker_without_peer_memory_refuses_peer_descriptors() {
         None
     );
 }
+
+#[test]
+fn calls_without_a_one_copy_path_bounce_through_the_worker() {
+    // CreateBuffer's initial data and a rectangle read take host pointers
+    // from the worker: peer bytes reach them through bounce buffers, out
+    // before the call and in after it.
+    let backend = Backend::start_with(&["--peer-memory", "--sandbox", "none"], &[]);
+    let client = backend.client();
+    assert_ne!(client.session_info().flags & SESSION_FLAG_PEER_MEMORY, 0);
+    let (context, queue) = context_and_queue(&client);
+    let (width, rows) = (1024usize, 300usize);
+    let bytes = pattern(width * rows, 9);
+    let mem = client.new_handle();
+    client
+        .defer_with_out(&bytes, |init, _| {
+            CreateBuffer {
+                mem,
+                context,
+                flags: 1 | (1 << 5), // READ_WRITE | COPY_HOST_PTR
+                size: bytes.len() as u64,
+                init,
+            }
+            .into()
+        })
+        .expect("buffer with initial data");
+    let mut back = vec![0u8; bytes.len()];
+    client
+        .call_with_in(&mut back, |data, _| {
+            EnqueueReadBufferRect {
+                queue,
+                mem,
+                buffer_origin: [0, 0, 0],
+                host_origin: [0, 0, 0],
+                region: [width as u64, rows as u64, 1],
+                buffer_row_pitch: width as u64,
+                buffer_slice_pitch: 0,
+                host_row_pitch: width as u64,
+                host_slice_pitch: 0,
+                data,
+                wait: vec![],
+                event: 0,
+            }
+            .into()
+        })
+        .expect("rectangle read");
+    assert!(
+        back == bytes,
+        "the initial data came back through the rectangle"
+    );
+    // Twice: the second call reuses the thread's spare bounce buffer.
+    let mut again = vec![0u8; bytes.len()];
+    read(&client, queue, mem, &mut again).expect("read");
+    assert!(again == bytes);
+    client.flush().expect("no deferred error");
+}
