@@ -145,6 +145,19 @@ fn transfers_go_by_peer_memory_and_come_back_intact() {
 }
 
 #[test]
+fn transfers_through_the_pinned_staging_buffer_come_back_intact() {
+    // The path GPUs take, forced on PoCL: chunks through a mapped
+    // `CL_MEM_ALLOC_HOST_PTR` buffer (8 MiB, so 20 MiB takes three).
+    let backend = Backend::start_with(
+        &["--peer-memory", "--sandbox", "none"],
+        &[("VGPU_PEER_STAGING", "always")],
+    );
+    let client = backend.client();
+    assert_ne!(client.session_info().flags & SESSION_FLAG_PEER_MEMORY, 0);
+    round_trips(&client);
+}
+
+#[test]
 fn without_the_option_sessions_get_no_peer_memory() {
     let backend = Backend::start_with(&["--sandbox", "none"], &[]);
     let client = backend.client();

@@ -228,8 +228,11 @@ impl OpenClSession {
         wait: &WaitList,
         to_device: bool,
     ) -> Result<cl_event, Status> {
-        if peer.is_some() && pieces.iter().any(|p| matches!(p, Piece::Peer(_))) {
-            return self.transfer_mapped(queue, mem, offset, pieces, peer, wait, to_device);
+        if let Some(peer) = peer.filter(|_| pieces.iter().any(|p| matches!(p, Piece::Peer(_)))) {
+            if super::staging::wanted(&mem.context) {
+                return self.transfer_staged(queue, mem, offset, pieces, peer, wait, to_device);
+            }
+            return self.transfer_mapped(queue, mem, offset, pieces, Some(peer), wait, to_device);
         }
         let local: Vec<Segment> = pieces
             .iter()
@@ -239,6 +242,89 @@ impl OpenClSession {
             })
             .collect::<Result<_, _>>()?;
         self.transfer(queue, mem, offset, &local, wait, to_device)
+    }
+
+    /// The context's staging buffer (made on first use): its address and
+    /// length.
+    fn staging_for(
+        &mut self,
+        context: &Arc<super::objects::ContextEntry>,
+    ) -> Result<(*mut u8, usize), Status> {
+        if let Some(s) = self
+            .staging
+            .iter()
+            .find(|s| Arc::ptr_eq(&s.context, context))
+        {
+            return Ok((s.ptr(), s.len()));
+        }
+        let queue = self.internal_queue(context)?;
+        let staging = super::staging::Staging::new(context.clone(), queue)?;
+        let found = (staging.ptr(), staging.len());
+        self.staging.push(staging);
+        Ok(found)
+    }
+
+    /// Peer transfers through the context's pinned staging buffer: each
+    /// chunk copied between the peer and the staging buffer (the one CPU
+    /// copy) and moved to or from the device by a blocking transfer.
+    #[allow(clippy::too_many_arguments)]
+    fn transfer_staged(
+        &mut self,
+        queue: &QueueEntry,
+        mem: &HostMem,
+        offset: u64,
+        pieces: &[Piece],
+        peer: &PeerMemory,
+        wait: &WaitList,
+        to_device: bool,
+    ) -> Result<cl_event, Status> {
+        let (staging, room) = self.staging_for(&mem.context)?;
+        let mut at = to_usize(offset)?;
+        let mut last: cl_event = std::ptr::null_mut();
+        let result = (|| {
+            for piece in pieces {
+                let mut done = 0usize;
+                while done < piece.len() {
+                    let n = (piece.len() - done).min(room);
+                    if to_device {
+                        // SAFETY: `staging` maps `room >= n` bytes, used by
+                        // this thread alone.
+                        unsafe { super::staging::stage(piece, done, staging, n, peer, true) }?;
+                    }
+                    let list = if last.is_null() {
+                        (wait.len(), wait.ptr())
+                    } else {
+                        (0, std::ptr::null())
+                    };
+                    // SAFETY: the range was checked against the buffer by
+                    // the caller, `n <= room`, and `list` is the guest's
+                    // checked wait list or empty.
+                    let event = unsafe {
+                        super::staging::move_chunk(queue, mem.raw, staging, at, n, list, to_device)
+                    }?;
+                    if !last.is_null() {
+                        drop(HostEvent(last));
+                    }
+                    last = event;
+                    if !to_device {
+                        // SAFETY: as above; the blocking read filled it.
+                        unsafe { super::staging::stage(piece, done, staging, n, peer, false) }?;
+                    }
+                    done += n;
+                    at += n;
+                }
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => Ok(last),
+            Err(status) => {
+                if !last.is_null() {
+                    drop(HostEvent(last));
+                }
+                Err(status)
+            }
+        }
     }
 
     /// One map of the buffer range, the pieces copied in or out of it,
