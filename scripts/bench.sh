@@ -45,6 +45,14 @@ echo "bench: building release"
 cargo build --workspace --release --quiet
 
 args=(--root . --bin-dir target/release)
+# The loopback backends move a program's bulk data in place (cross-memory
+# attach), which needs the program to run as the backend's workers: those
+# of a root-started backend run as nobody, so then the programs do too
+# (native ones as well, so both sides run alike).
+args+=(--backend-arg=--peer-memory)
+if [ "$(id -u)" = 0 ]; then
+  args+=(--program-user nobody)
+fi
 if [ "$quick" = 1 ]; then
   args+=(--quick --out "${out:-target/bench-quick}")
 elif [ -n "$out" ]; then

@@ -1,14 +1,20 @@
 //! Turns a submit-queue descriptor chain into the four byte streams of the
 //! protocol (request, out-data, reply, in-data), each a list of host
 //! pointers straight into guest memory: bulk data is never copied here.
+//! A loopback front-end served with `--peer-memory` may also name bulk data
+//! in its own memory (the peer window, see [`crate::peer`]); executors that
+//! can move such pieces in one copy ask for [`Piece`]s, the others get a
+//! bounce copy from [`GuestIo::out_slices`] / [`GuestIo::in_slices`].
 
 use std::sync::Arc;
 
 use vgpu_protocol::frame::{BatchHeader, BATCH_HEADER_LEN, REPLY_HEADER_LEN};
-use vgpu_protocol::limits::MAX_CHAIN_DESCRIPTORS;
+use vgpu_protocol::limits::{MAX_CHAIN_DESCRIPTORS, PEER_WINDOW_BASE};
 use vgpu_protocol::{DataRef, DecodeError, Status};
 use virtio_queue::{desc::split::Descriptor, DescriptorChain};
 use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
+
+use crate::peer::PeerMemory;
 
 /// Guest memory as the backend maps it.
 /// Guest memory as the backend maps it, with the dirty log QEMU reads
@@ -30,7 +36,13 @@ pub enum ChainError {
     NoHeader,
     #[error("reply stream has no room for a reply header")]
     NoReplyRoom,
+    #[error("the request or reply stream lies in the front-end's own memory")]
+    PeerControlStream,
 }
+
+/// Largest bulk range copied through a bounce buffer at once: more is
+/// refused (`OUT_OF_RESOURCES`) rather than allocated.
+const MAX_BOUNCE_LEN: u64 = 1 << 30;
 
 /// A run of guest memory mapped in this process.
 #[derive(Debug, Clone, Copy)]
@@ -43,10 +55,62 @@ pub struct Segment {
 // the chain that owns it keeps the mapping alive (`ResolvedChain::mem`).
 unsafe impl Send for Segment {}
 
-/// A byte stream made of guest-memory segments.
+/// A run of the loopback front-end's own memory, by its address there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerRange {
+    pub addr: u64,
+    pub len: usize,
+}
+
+/// A stretch of a stream: mapped guest memory, or the peer's memory.
+#[derive(Debug, Clone, Copy)]
+pub enum Piece {
+    Local(Segment),
+    Peer(PeerRange),
+}
+
+impl Piece {
+    pub fn len(&self) -> usize {
+        match self {
+            Piece::Local(s) => s.len,
+            Piece::Peer(p) => p.len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The first `n` bytes and the rest.
+    fn split_at(self, n: usize) -> (Piece, Piece) {
+        match self {
+            Piece::Local(s) => (
+                Piece::Local(Segment { ptr: s.ptr, len: n }),
+                Piece::Local(Segment {
+                    // SAFETY: callers keep `n <= s.len`, inside the segment.
+                    ptr: unsafe { s.ptr.add(n) },
+                    len: s.len - n,
+                }),
+            ),
+            Piece::Peer(p) => (
+                Piece::Peer(PeerRange {
+                    addr: p.addr,
+                    len: n,
+                }),
+                Piece::Peer(PeerRange {
+                    addr: p.addr.wrapping_add(n as u64),
+                    len: p.len - n,
+                }),
+            ),
+        }
+    }
+}
+
+/// A byte stream made of guest-memory segments (and, from a loopback
+/// front-end with peer memory, runs of its own memory).
 #[derive(Debug, Default)]
 pub struct ByteStream {
-    segments: Vec<Segment>,
+    segments: Vec<Piece>,
     len: u64,
 }
 
@@ -54,13 +118,18 @@ impl ByteStream {
     /// A stream of one segment.
     pub fn from_segment(segment: Segment) -> ByteStream {
         let mut stream = ByteStream::default();
-        stream.push(segment);
+        stream.push(Piece::Local(segment));
         stream
     }
 
-    fn push(&mut self, segment: Segment) {
-        self.len += segment.len as u64;
-        self.segments.push(segment);
+    fn push(&mut self, piece: Piece) {
+        self.len += piece.len() as u64;
+        self.segments.push(piece);
+    }
+
+    /// Whether any byte lies in the peer's memory.
+    fn has_peer(&self) -> bool {
+        self.segments.iter().any(|p| matches!(p, Piece::Peer(_)))
     }
 
     pub fn len(&self) -> u64 {
@@ -77,23 +146,16 @@ impl ByteStream {
         let mut start = 0u64;
         let mut keep = Vec::new();
         for seg in self.segments.drain(..) {
-            let end = start + seg.len as u64;
+            let end = start + seg.len() as u64;
             if end <= at {
                 keep.push(seg);
             } else if start >= at {
                 rest.push(seg);
             } else {
-                let head = (at - start) as usize;
-                keep.push(Segment {
-                    ptr: seg.ptr,
-                    len: head,
-                });
-                // SAFETY: `head < seg.len`, so the offset stays inside the segment.
-                let tail_ptr = unsafe { seg.ptr.add(head) };
-                rest.push(Segment {
-                    ptr: tail_ptr,
-                    len: seg.len - head,
-                });
+                // `head < seg.len()`: the split stays inside the piece.
+                let (head, tail) = seg.split_at((at - start) as usize);
+                keep.push(head);
+                rest.push(tail);
             }
             start = end;
         }
@@ -102,8 +164,8 @@ impl ByteStream {
         rest
     }
 
-    /// The host pieces that cover `data`, in order.
-    pub fn slices(&self, data: DataRef) -> Result<Vec<Segment>, Status> {
+    /// The pieces that cover `data`, in order.
+    pub fn pieces(&self, data: DataRef) -> Result<Vec<Piece>, Status> {
         let end = data.end().ok_or(Status::INVALID_VALUE)?;
         if end > self.len {
             return Err(Status::INVALID_VALUE);
@@ -111,16 +173,14 @@ impl ByteStream {
         let mut out = Vec::new();
         let mut start = 0u64;
         for seg in &self.segments {
-            let seg_end = start + seg.len as u64;
+            let seg_end = start + seg.len() as u64;
             let lo = data.offset.max(start);
             let hi = end.min(seg_end);
             if lo < hi {
-                // SAFETY: `lo - start < seg.len`, inside the segment.
-                let ptr = unsafe { seg.ptr.add((lo - start) as usize) };
-                out.push(Segment {
-                    ptr,
-                    len: (hi - lo) as usize,
-                });
+                // `lo - start < hi - start <= seg.len()`: inside the piece.
+                let (_, tail) = seg.split_at((lo - start) as usize);
+                let (piece, _) = tail.split_at((hi - lo) as usize);
+                out.push(piece);
             }
             start = seg_end;
             if start >= end {
@@ -128,6 +188,18 @@ impl ByteStream {
             }
         }
         Ok(out)
+    }
+
+    /// The host pieces that cover `data`, in order; a range that reaches
+    /// into the peer's memory is refused (see [`GuestIo::out_slices`]).
+    pub fn slices(&self, data: DataRef) -> Result<Vec<Segment>, Status> {
+        self.pieces(data)?
+            .into_iter()
+            .map(|piece| match piece {
+                Piece::Local(segment) => Ok(segment),
+                Piece::Peer(_) => Err(Status::INVALID_VALUE),
+            })
+            .collect()
     }
 
     /// Copies `dst.len()` bytes from `offset` out of guest memory.
@@ -175,23 +247,199 @@ pub struct GuestIo {
     /// Bulk bytes handed out for reading and for writing (metrics).
     pub moved_out: std::cell::Cell<u64>,
     pub moved_in: u64,
+    /// The loopback front-end whose memory peer pieces name, if any.
+    pub peer: Option<PeerMemory>,
+    /// Copies of out-data read from the peer for executors that need host
+    /// pointers; each stays put (its heap block) until the chain ends.
+    bounces: std::cell::RefCell<Bounces>,
+    /// In-data written by executors into bounce buffers, to be copied to
+    /// the pieces it stands for by [`GuestIo::flush_bounced_in`].
+    bounced_in: Vec<(Vec<u8>, Vec<Piece>)>,
 }
 
 impl GuestIo {
-    /// Pieces of the out-data stream.
-    pub fn out_slices(&self, data: DataRef) -> Result<Vec<Segment>, Status> {
-        let slices = self.out.slices(data)?;
-        self.moved_out.set(self.moved_out.get() + data.len);
-        Ok(slices)
+    /// A chain's bulk streams, without peer memory.
+    pub fn new(out: ByteStream, in_: ByteStream) -> GuestIo {
+        GuestIo {
+            out,
+            in_,
+            ..GuestIo::default()
+        }
     }
 
-    /// Pieces of the in-data stream, noted as written.
-    pub fn in_slices(&mut self, data: DataRef) -> Result<Vec<Segment>, Status> {
-        let slices = self.in_.slices(data)?;
+    /// Pieces of the out-data stream, host or peer memory.
+    pub fn out_pieces(&self, data: DataRef) -> Result<Vec<Piece>, Status> {
+        let pieces = self.out.pieces(data)?;
+        self.moved_out.set(self.moved_out.get() + data.len);
+        Ok(pieces)
+    }
+
+    /// Pieces of the in-data stream, host or peer memory, noted as written.
+    pub fn in_pieces(&mut self, data: DataRef) -> Result<Vec<Piece>, Status> {
+        let pieces = self.in_.pieces(data)?;
         self.in_written = self.in_written.max(data.offset + data.len);
         self.moved_in += data.len;
-        Ok(slices)
+        Ok(pieces)
     }
+
+    /// Pieces of the out-data stream as host memory: bytes in the peer's
+    /// memory are first copied into a bounce buffer.
+    pub fn out_slices(&self, data: DataRef) -> Result<Vec<Segment>, Status> {
+        let pieces = self.out_pieces(data)?;
+        if !pieces.iter().any(|p| matches!(p, Piece::Peer(_))) {
+            return Ok(local_segments(pieces));
+        }
+        let mut bounce = bounce_buffer(data.len)?;
+        let len = data.len as usize;
+        let mut at = 0usize;
+        for piece in &pieces {
+            let dst = &mut bounce[at..at + piece.len()];
+            match piece {
+                // SAFETY: the segment is live guest memory (see `Segment`)
+                // of `dst.len()` bytes.
+                Piece::Local(s) => unsafe {
+                    std::ptr::copy_nonoverlapping(s.ptr, dst.as_mut_ptr(), s.len)
+                },
+                Piece::Peer(p) => self.peer_memory()?.read(p.addr, dst).map_err(peer_failed)?,
+            }
+            at += piece.len();
+        }
+        let segment = Segment {
+            ptr: bounce.as_mut_ptr(),
+            len,
+        };
+        self.bounces.borrow_mut().0.push(bounce);
+        Ok(vec![segment])
+    }
+
+    /// Pieces of the in-data stream as host memory, noted as written: a
+    /// range reaching into the peer's memory is a bounce buffer, copied
+    /// out by [`GuestIo::flush_bounced_in`] once the call has run.
+    pub fn in_slices(&mut self, data: DataRef) -> Result<Vec<Segment>, Status> {
+        let pieces = self.in_pieces(data)?;
+        if !pieces.iter().any(|p| matches!(p, Piece::Peer(_))) {
+            return Ok(local_segments(pieces));
+        }
+        let mut bounce = bounce_buffer(data.len)?;
+        let segment = Segment {
+            ptr: bounce.as_mut_ptr(),
+            len: data.len as usize,
+        };
+        self.bounced_in.push((bounce, pieces));
+        Ok(vec![segment])
+    }
+
+    /// Copies in-data the last call wrote into bounce buffers to where it
+    /// belongs. Executors finish their device-to-host copies before they
+    /// return, so this runs after each call.
+    pub fn flush_bounced_in(&mut self) -> Result<(), Status> {
+        let bounced = std::mem::take(&mut self.bounced_in);
+        let mut result = Ok(());
+        for (bounce, pieces) in &bounced {
+            result = result.and_then(|()| self.scatter(bounce, pieces));
+        }
+        keep_spare(bounced.into_iter().map(|(b, _)| b));
+        result
+    }
+
+    /// Copies a bounce buffer's bytes to the pieces it stands for.
+    fn scatter(&self, bounce: &[u8], pieces: &[Piece]) -> Result<(), Status> {
+        let mut at = 0usize;
+        for piece in pieces {
+            let src = &bounce[at..at + piece.len()];
+            match piece {
+                // SAFETY: the segment is live, writable guest memory of
+                // `src.len()` bytes.
+                Piece::Local(s) => unsafe {
+                    std::ptr::copy_nonoverlapping(src.as_ptr(), s.ptr, s.len)
+                },
+                Piece::Peer(p) => self
+                    .peer_memory()?
+                    .write(p.addr, src)
+                    .map_err(peer_failed)?,
+            }
+            at += piece.len();
+        }
+        Ok(())
+    }
+
+    /// The peer whose memory a peer piece names; a chain only has such
+    /// pieces when there is one.
+    pub fn peer_memory(&self) -> Result<&PeerMemory, Status> {
+        self.peer.as_ref().ok_or(Status::INVALID_VALUE)
+    }
+}
+
+fn local_segments(pieces: Vec<Piece>) -> Vec<Segment> {
+    pieces
+        .into_iter()
+        .filter_map(|piece| match piece {
+            Piece::Local(segment) => Some(segment),
+            Piece::Peer(_) => None,
+        })
+        .collect()
+}
+
+/// Largest bounce buffer a thread keeps for the next chain.
+const MAX_SPARE_LEN: usize = 256 << 20;
+
+thread_local! {
+    /// The bounce buffer of this thread's last chain: a fresh one of many
+    /// MiB costs a page fault per page on every call (measured: CUDA
+    /// copies through peer memory at a third of the speed), a kept one
+    /// none.
+    static SPARE_BOUNCE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A buffer of at least `len` initialized bytes (only the first `len`
+/// are used), this thread's spare where it is large enough; refused
+/// rather than allocated when `len` is larger than [`MAX_BOUNCE_LEN`].
+fn bounce_buffer(len: u64) -> Result<Vec<u8>, Status> {
+    if len > MAX_BOUNCE_LEN {
+        log::warn!("a bulk range of {len} bytes in peer memory is larger than a bounce buffer");
+        return Err(Status::OUT_OF_RESOURCES);
+    }
+    let len = len as usize;
+    let spare = SPARE_BOUNCE.with(|spare| std::mem::take(&mut *spare.borrow_mut()));
+    if spare.len() >= len {
+        return Ok(spare);
+    }
+    drop(spare);
+    // Zeroed by the allocator (fresh pages for large sizes), not written.
+    Ok(vec![0u8; len])
+}
+
+/// Keeps the largest of `buffers` as this thread's spare.
+fn keep_spare(buffers: impl Iterator<Item = Vec<u8>>) {
+    if let Some(largest) = buffers
+        .filter(|b| b.len() <= MAX_SPARE_LEN)
+        .max_by_key(|b| b.len())
+    {
+        SPARE_BOUNCE.with(|spare| {
+            let mut spare = spare.borrow_mut();
+            if largest.len() > spare.len() {
+                *spare = largest;
+            }
+        });
+    }
+}
+
+/// A chain's out-data bounce buffers; the largest becomes the thread's
+/// spare when the chain ends.
+#[derive(Debug, Default)]
+struct Bounces(Vec<Vec<u8>>);
+
+impl Drop for Bounces {
+    fn drop(&mut self) {
+        keep_spare(std::mem::take(&mut self.0).into_iter());
+    }
+}
+
+/// A failed copy from or to the peer: its address was not mapped (or not
+/// writable), which fails the one call that named it.
+pub fn peer_failed(e: std::io::Error) -> Status {
+    log::warn!("peer memory: {e}");
+    Status::INVALID_VALUE
 }
 
 /// A chain checked and split into its streams.
@@ -237,10 +485,21 @@ fn host_segment(mem: &GuestRam, desc: &Descriptor) -> Result<Segment, ChainError
 }
 
 /// Checks a chain and splits it into streams.
-/// `mem` is the memory the chain was popped with.
+/// `mem` is the memory the chain was popped with; descriptors in the peer
+/// window are followed only when the worker has a peer
+/// ([`crate::peer::peer`]), else they are outside guest memory.
 pub fn resolve(
     chain: DescriptorChain<Arc<GuestRam>>,
     mem: Arc<GuestRam>,
+) -> Result<ResolvedChain, ChainError> {
+    resolve_with_peer(chain, mem, crate::peer::peer())
+}
+
+/// [`resolve`] with the peer given.
+pub fn resolve_with_peer(
+    chain: DescriptorChain<Arc<GuestRam>>,
+    mem: Arc<GuestRam>,
+    peer: Option<PeerMemory>,
 ) -> Result<ResolvedChain, ChainError> {
     let head = chain.head_index();
     let mut readable = ByteStream::default();
@@ -257,10 +516,18 @@ pub fn resolve(
         if desc.len() == 0 {
             continue;
         }
-        let segment = host_segment(&mem, &desc)?;
+        let segment = match desc.addr().0.checked_sub(PEER_WINDOW_BASE) {
+            Some(addr) if peer.is_some() => Piece::Peer(PeerRange {
+                addr,
+                len: desc.len() as usize,
+            }),
+            _ => Piece::Local(host_segment(&mem, &desc)?),
+        };
         if desc.is_write_only() {
+            if let Piece::Local(_) = segment {
+                writable_ranges.push((desc.addr().0, desc.len()));
+            }
             writable.push(segment);
-            writable_ranges.push((desc.addr().0, desc.len()));
         } else if writable.is_empty() {
             readable.push(segment);
         } else {
@@ -298,11 +565,17 @@ pub fn resolve(
                 .read(0, &mut request)
                 .map_err(|_| ChainError::NoHeader)?;
             let in_ = writable.split_off(h.reply_capacity.into());
+            if readable.has_peer() || writable.has_peer() {
+                return Err(ChainError::PeerControlStream);
+            }
             (request, out, writable, in_)
         }
         Err(_) => {
             if writable.len() < REPLY_HEADER_LEN as u64 {
                 return Err(ChainError::NoReplyRoom);
+            }
+            if writable.has_peer() {
+                return Err(ChainError::PeerControlStream);
             }
             (
                 Vec::new(),
@@ -318,11 +591,8 @@ pub fn resolve(
         request,
         reply,
         io: GuestIo {
-            out,
-            in_,
-            in_written: 0,
-            moved_out: Default::default(),
-            moved_in: 0,
+            peer,
+            ..GuestIo::new(out, in_)
         },
         mem,
         writable: writable_ranges,

@@ -89,6 +89,16 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub user: Option<String>,
 
+    /// Front-ends of this socket are loopback programs (the guest
+    /// library's `VGPU_SOCKET` transport), never VMs: a worker reads and
+    /// writes its program's bulk data in place (cross-memory attach), one
+    /// copy instead of two. It needs the program to run as the worker's
+    /// user (`--user`; see SECURITY.md), else data is copied as without.
+    /// Never give it for a socket QEMU uses: a guest could then name the
+    /// memory of QEMU's process.
+    #[arg(long)]
+    pub peer_memory: bool,
+
     /// Start from a checkpoint written by `vgpu-ctl checkpoint`: the first
     /// front-end that connects gets the checkpoint's vGPU (a loopback
     /// program reconnecting after a backend restart resumes its session).
@@ -197,6 +207,8 @@ pub struct Config {
     /// `--max-memory`; without it a VM may allocate its vGPU memory size.
     pub max_memory: Option<u64>,
     pub sandbox: crate::sandbox::Sandbox,
+    /// `--peer-memory`: serve loopback programs by cross-memory attach.
+    pub peer_memory: bool,
     /// `--metrics` endpoints.
     pub metrics: Vec<Endpoint>,
     /// Set in a worker process.
@@ -389,6 +401,7 @@ impl TryFrom<Args> for Config {
             binary_key: args.binary_key,
             max_memory: args.max_memory,
             sandbox: parse_sandbox(&args.sandbox, args.user.clone())?,
+            peer_memory: args.peer_memory,
             metrics: args.metrics,
             limits: crate::quota::Limits {
                 memory_bytes: 0,

@@ -77,13 +77,7 @@ impl InProcess {
             header,
             request: request.to_vec(),
             reply: self.stream(quarter, reply_len),
-            io: GuestIo {
-                out,
-                in_: self.stream(2 * quarter, in_len),
-                in_written: 0,
-                moved_out: Default::default(),
-                moved_in: 0,
-            },
+            io: GuestIo::new(out, self.stream(2 * quarter, in_len)),
             mem: self.mem.clone(),
             writable: Vec::new(),
         };

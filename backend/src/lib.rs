@@ -8,6 +8,7 @@ pub mod control_schema;
 pub mod executor;
 pub mod handles;
 pub mod harness;
+pub mod peer;
 pub mod persist;
 pub mod quota;
 pub mod ratelimit;

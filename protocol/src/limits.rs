@@ -14,3 +14,10 @@ pub const MAX_LIST_LEN: u32 = 4096;
 pub const MAX_CHAIN_DESCRIPTORS: usize = 4096;
 /// Largest bulk transfer one message may reference.
 pub const MAX_DATA_LEN: u64 = 1 << 40;
+/// Descriptor addresses from here on name the loopback front-end's own
+/// virtual memory (address minus this base) rather than guest memory. Only
+/// a backend that announced `SESSION_FLAG_PEER_MEMORY` follows them; for
+/// every other (a VM's above all) they lie outside guest memory, as any
+/// bad address does. User-space addresses of x86-64 and AArch64 stay far
+/// below 2^63.
+pub const PEER_WINDOW_BASE: u64 = 1 << 63;

@@ -291,6 +291,12 @@ wire_struct! {
     SessionOpened { version: u32, max_request_len: u32, max_reply_len: u32, flags: u32 }
 }
 
+/// `SessionOpened::flags`: the backend reads and writes this loopback
+/// front-end's own memory (cross-memory attach), so bulk data may be named
+/// by descriptors in the peer window ([`crate::limits::PEER_WINDOW_BASE`])
+/// instead of being copied into shared memory first.
+pub const SESSION_FLAG_PEER_MEMORY: u32 = 1;
+
 wire_struct! {
     /// Reply to `SessionStats`: live objects, indexed by `ObjectKind::index`.
     SessionStatsReply { counts: Vec<u64> }

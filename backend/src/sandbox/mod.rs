@@ -66,8 +66,13 @@ fn prctl(option: libc::c_int, arg: libc::c_ulong, what: &str) -> io::Result<()> 
     Ok(())
 }
 
-fn install_worker_filter() -> io::Result<()> {
-    install_filter(policy::worker(std::process::id()))
+fn install_worker_filter(peer_memory: bool) -> io::Result<()> {
+    let policy = policy::worker(std::process::id());
+    install_filter(if peer_memory {
+        policy::allow_peer_memory(policy)
+    } else {
+        policy
+    })
 }
 
 fn install_filter(policy: policy::Policy) -> io::Result<()> {
@@ -80,9 +85,13 @@ fn install_filter(policy: policy::Policy) -> io::Result<()> {
         .count();
     log::info!(
         "sandbox: seccomp filter of {} BPF instructions: {allowed} calls allowed, {} checked \
-         or refused, the rest ENOSYS",
+         or refused, the rest {}",
         prog.len(),
         policy.rules.len() - allowed,
+        match policy.default {
+            policy::Verdict::Allow => "as the filters below decide".to_string(),
+            policy::Verdict::Errno(e) => io::Error::from_raw_os_error(e).to_string(),
+        },
     );
     Ok(())
 }
@@ -151,7 +160,7 @@ pub fn prepare_worker(sandbox: &Sandbox) -> io::Result<Option<PathBuf>> {
 /// [`drop_worker_privileges`], then [`filter_worker`].
 pub fn confine_worker(sandbox: &Sandbox) -> io::Result<files::Outcome> {
     let files = drop_worker_privileges(sandbox)?;
-    filter_worker(sandbox)?;
+    filter_worker(sandbox, false)?;
     Ok(files)
 }
 
@@ -198,12 +207,23 @@ pub fn drop_worker_privileges(sandbox: &Sandbox) -> io::Result<files::Outcome> {
 }
 
 /// The second half: the seccomp allow-list on every thread, once the
-/// device is open and before the first byte from a guest.
-pub fn filter_worker(sandbox: &Sandbox) -> io::Result<()> {
+/// device is open and before the first byte from a guest; with
+/// `peer_memory` (`--peer-memory`) cross-memory attach stays allowed until
+/// [`restrict_peer_memory`] narrows it.
+pub fn filter_worker(sandbox: &Sandbox, peer_memory: bool) -> io::Result<()> {
     if *sandbox == Sandbox::None {
         return Ok(());
     }
-    install_worker_filter()
+    install_worker_filter(peer_memory)
+}
+
+/// Once the front-end connected (`--peer-memory`): cross-memory attach
+/// only to its pid, or to nothing when it has none to offer.
+pub fn restrict_peer_memory(sandbox: &Sandbox, peer: Option<u32>) -> io::Result<()> {
+    if *sandbox == Sandbox::None {
+        return Ok(());
+    }
+    install_filter(policy::peer_only(peer))
 }
 
 /// Leaves the host's network: the daemon speaks only over unix sockets.
@@ -226,11 +246,18 @@ pub fn isolate_network(sandbox: &Sandbox) {
 /// and the supervisor's seccomp allow-list (the worker's, plus starting
 /// and confining workers). It keeps its user: `--user` is for the workers,
 /// which read guest input; the supervisor reads none.
-pub fn apply(sandbox: &Sandbox) -> io::Result<()> {
+/// With `peer_memory` its workers may attach to their front-ends (a
+/// filter is inherited, so the supervisor's must allow it).
+pub fn apply(sandbox: &Sandbox, peer_memory: bool) -> io::Result<()> {
     if *sandbox == Sandbox::None {
         log::warn!("sandbox disabled (--sandbox none)");
         return Ok(());
     }
     prctl(libc::PR_SET_NO_NEW_PRIVS, 1, "no_new_privs")?;
-    install_filter(policy::supervisor())
+    let policy = policy::supervisor();
+    install_filter(if peer_memory {
+        policy::allow_peer_memory(policy)
+    } else {
+        policy
+    })
 }

@@ -500,6 +500,49 @@ pub fn worker(own_pid: u32) -> Policy {
     }
 }
 
+/// Cross-memory attach, refused by default.
+const PEER_MEMORY_CALLS: [libc::c_long; 2] =
+    [libc::SYS_process_vm_readv, libc::SYS_process_vm_writev];
+
+/// `policy` with cross-memory attach allowed (`--peer-memory`): the
+/// supervisor's and a standby worker's, before the front-end is known.
+/// The kernel allows it only towards processes of the same user that are
+/// dumpable (workers are not), and [`peer_only`] narrows it to the one
+/// front-end once that connected.
+pub fn allow_peer_memory(mut policy: Policy) -> Policy {
+    for nr in PEER_MEMORY_CALLS {
+        policy.rules.insert(nr as u32, Rule::Always(Verdict::Allow));
+    }
+    // For stacking `peer_only` once connected: a filter can only take
+    // rights away, so installing one gives the worker nothing.
+    policy
+        .rules
+        .insert(libc::SYS_seccomp as u32, Rule::Always(Verdict::Allow));
+    policy
+}
+
+/// The filter stacked once a front-end connected: cross-memory attach
+/// only to `peer` (none at all without one), everything else as the
+/// filters below decide.
+pub fn peer_only(peer: Option<u32>) -> Policy {
+    let rule = match peer {
+        Some(pid) => Rule::ArgIn {
+            arg: 0,
+            values: vec![pid],
+            matched: Verdict::Allow,
+            otherwise: EPERM,
+        },
+        None => Rule::Always(EPERM),
+    };
+    Policy {
+        rules: PEER_MEMORY_CALLS
+            .iter()
+            .map(|&nr| (nr as u32, rule.clone()))
+            .collect(),
+        default: Verdict::Allow,
+    }
+}
+
 /// The supervisor's policy: the worker's calls, since every worker starts
 /// under it (a filter is inherited and the worker's own is stacked on
 /// top), plus what starting and confining a worker takes: signalling and

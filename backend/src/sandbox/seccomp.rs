@@ -223,6 +223,47 @@ mod tests {
     }
 
     #[test]
+    fn peer_memory_is_opened_by_the_option_and_narrowed_to_the_front_end() {
+        let eperm = errno(libc::EPERM);
+        let allow = libc::SECCOMP_RET_ALLOW;
+        let open = compile(&policy::allow_peer_memory(policy::worker(PID))).expect("compiles");
+        let peer = |pid: u32| -> [u64; 6] { [u64::from(pid), 0, 0, 0, 0, 0] };
+        for nr in [libc::SYS_process_vm_readv, libc::SYS_process_vm_writev] {
+            let nr = nr as u32;
+            assert_eq!(
+                eval(nr.into(), peer(77)),
+                eperm,
+                "refused without the option"
+            );
+            assert_eq!(run(&open, &data(AUDIT_ARCH_X86_64, nr, peer(77))), allow);
+            let narrowed = compile(&policy::peer_only(Some(77))).expect("compiles");
+            assert_eq!(
+                run(&narrowed, &data(AUDIT_ARCH_X86_64, nr, peer(77))),
+                allow
+            );
+            assert_eq!(
+                run(&narrowed, &data(AUDIT_ARCH_X86_64, nr, peer(78))),
+                eperm
+            );
+            let closed = compile(&policy::peer_only(None)).expect("compiles");
+            assert_eq!(run(&closed, &data(AUDIT_ARCH_X86_64, nr, peer(77))), eperm);
+        }
+        // The stacked filter leaves every other call to the ones below.
+        let narrowed = compile(&policy::peer_only(Some(77))).expect("compiles");
+        let read = libc::SYS_read as u32;
+        assert_eq!(
+            run(&narrowed, &data(AUDIT_ARCH_X86_64, read, [0; 6])),
+            allow
+        );
+        // ptrace stays refused whatever the option says.
+        let ptrace = libc::SYS_ptrace as u32;
+        assert_eq!(
+            run(&open, &data(AUDIT_ARCH_X86_64, ptrace, peer(77))),
+            eperm
+        );
+    }
+
+    #[test]
     fn unlisted_calls_get_enosys() {
         assert_eq!(eval(10_000, [0; 6]), errno(libc::ENOSYS));
         assert_eq!(eval(libc::SYS_lookup_dcookie, [0; 6]), errno(libc::ENOSYS));

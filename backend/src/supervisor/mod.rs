@@ -168,7 +168,7 @@ pub fn run(config: Config) -> Result<(), ServerError> {
     // workers, which load the binary key and then drop to --user); it
     // reads no guest input, but is confined all the same, before the
     // vhost-user socket appears.
-    crate::sandbox::apply(&config.sandbox).map_err(ServerError::Sandbox)?;
+    crate::sandbox::apply(&config.sandbox, config.peer_memory).map_err(ServerError::Sandbox)?;
     // Bound here and unlinked by `shut_down` (not when dropped): once the
     // backend is stopping no new front-end may reach its standby worker,
     // and a later backend may already have bound the same path.

@@ -51,7 +51,13 @@ impl ExecSessions {
     ) -> Result<Vec<u8>, Status> {
         let opcode = request.opcode();
         match self.executors.iter().position(|e| e.serves(opcode)) {
-            Some(i) => self.sessions[i].execute(request, io),
+            Some(i) => {
+                let result = self.sessions[i].execute(request, io);
+                // In-data bounced for the peer's memory reaches it now;
+                // if it cannot, the call failed.
+                let flushed = io.flush_bounced_in();
+                result.and_then(|payload| flushed.map(|()| payload))
+            }
             // No device of that API on this host (e.g. CUDA calls on a
             // host without a GPU).
             None => Err(Status::DEVICE_NOT_AVAILABLE),
@@ -176,7 +182,11 @@ impl SessionState {
                     version,
                     max_request_len: MAX_REQUEST_LEN,
                     max_reply_len: MAX_REPLY_LEN,
-                    flags: 0,
+                    flags: if chain.io.peer.is_some() {
+                        vgpu_protocol::messages::SESSION_FLAG_PEER_MEMORY
+                    } else {
+                        0
+                    },
                 };
                 Ok(opened.to_bytes())
             }

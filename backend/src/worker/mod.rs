@@ -45,6 +45,7 @@ pub fn run(config: Config, role: WorkerRole) -> Result<(), ServerError> {
     // SAFETY: the shared listening socket, inherited; only this worker's
     // accept uses it, and `Listener::from` never unlinks its path.
     let listener = unsafe { std::os::unix::net::UnixListener::from_raw_fd(role.listener) };
+    let listener_name = crate::peer::socket_name(role.listener);
     let mut listener = Listener::from(listener);
     let set_up = match set_up(&config, &role) {
         Ok(set_up) => set_up,
@@ -76,6 +77,9 @@ pub fn run(config: Config, role: WorkerRole) -> Result<(), ServerError> {
         .map_err(|e| ServerError::Daemon(e.to_string()))?;
     *SERVICE.lock().unwrap_or_else(|e| e.into_inner()) = daemon.shutdown_handle();
     CONNECTED.store(true, Ordering::SeqCst);
+    if config.peer_memory {
+        attach_peer(&config, role.listener, listener_name.as_deref())?;
+    }
     drop(listener);
     drop(vgpu);
     let id = registry.id;
@@ -100,6 +104,43 @@ pub fn run(config: Config, role: WorkerRole) -> Result<(), ServerError> {
     drop(device);
     log::info!("front-end {id} disconnected; its vGPU is released");
     let _ = channel.send(&WorkerEvent::Finished { devices }, &[]);
+    Ok(())
+}
+
+/// `--peer-memory`: finds the loopback program that connected and, if
+/// this worker may reach its memory, lets chains name it; the seccomp
+/// filter then allows cross-memory attach to that program alone. Until
+/// this ran, sessions are opened without peer memory (their data is
+/// copied), so a program that was quicker than this loses only speed.
+fn attach_peer(
+    config: &Config,
+    listener: std::os::fd::RawFd,
+    listener_name: Option<&[u8]>,
+) -> Result<(), ServerError> {
+    let pid = listener_name.and_then(|name| crate::peer::front_end_pid(listener, name));
+    let peer = match pid.map(crate::peer::PeerMemory::probe) {
+        Some(Ok(peer)) => Some(peer),
+        Some(Err(e)) => {
+            log::info!(
+                "peer memory: cannot reach front-end {}: {e} (bulk data is copied)",
+                pid.unwrap_or_default()
+            );
+            None
+        }
+        None => {
+            log::warn!("peer memory: the front-end's pid is unknown (bulk data is copied)");
+            None
+        }
+    };
+    let allowed = peer.map(|p| p.pid() as u32);
+    crate::sandbox::restrict_peer_memory(&config.sandbox, allowed).map_err(ServerError::Sandbox)?;
+    if let Some(peer) = peer {
+        log::info!(
+            "peer memory: bulk data of front-end {} moves in place",
+            peer.pid()
+        );
+        crate::peer::attach(peer);
+    }
     Ok(())
 }
 
@@ -169,7 +210,8 @@ fn set_up(config: &Config, role: &WorkerRole) -> Result<SetUp, ServerError> {
     let memory = GuestMemoryAtomic::new(GuestRam::new());
     let daemon = VhostUserDaemon::new("vgpu-backend".into(), device.clone(), memory)
         .map_err(|e| ServerError::Daemon(e.to_string()))?;
-    crate::sandbox::filter_worker(&config.sandbox).map_err(ServerError::Sandbox)?;
+    crate::sandbox::filter_worker(&config.sandbox, config.peer_memory)
+        .map_err(ServerError::Sandbox)?;
     Ok(SetUp {
         registry,
         vgpu,

@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 use vgpu_protocol::frame::{
     BatchBuilder, BATCH_FLAG_STRICT, PROTOCOL_VERSION, RECORD_HEADER_LEN, REPLY_HEADER_LEN,
 };
-use vgpu_protocol::messages::{OpenSession, SessionOpened};
+use vgpu_protocol::messages::{OpenSession, SessionOpened, SESSION_FLAG_PEER_MEMORY};
 use vgpu_protocol::{decode_reply, DataRef, Request, Status, Wire};
 
 use crate::{Submission, Transport};
@@ -110,6 +110,9 @@ impl Client {
         let payload = client.call(request.into()).map_err(ClientError::Refused)?;
         let opened = SessionOpened::from_bytes(&payload)
             .map_err(|_| ClientError::Refused(Status::INVALID_VALUE))?;
+        if opened.flags & SESSION_FLAG_PEER_MEMORY != 0 {
+            client.lock().transport.enable_peer_memory();
+        }
         Ok(Client { opened, ..client })
     }
 

@@ -72,6 +72,11 @@ pub trait Transport: Send {
         Err(io::Error::other("no batch was posted"))
     }
 
+    /// The backend reads and writes this process's memory itself
+    /// (`SESSION_FLAG_PEER_MEMORY`): the transport may name large data
+    /// where it lies instead of copying it. The default ignores it.
+    fn enable_peer_memory(&mut self) {}
+
     /// Largest out-data or in-data stream of one batch.
     fn max_data_len(&self) -> usize;
 

@@ -4,7 +4,10 @@
 //!
 //! - [`Loopback`] implements [`Transport`]: each batch is copied into the
 //!   data area of guest memory, sent as one descriptor chain on the submit
-//!   queue, and its reply and in-data copied back.
+//!   queue, and its reply and in-data copied back. Where the backend
+//!   reads and writes this process's memory itself (`--peer-memory`),
+//!   large bulk data of a synchronous batch is not copied: its descriptors
+//!   name it where it lies, in the peer window.
 //! - [`LoopbackDevice`] is the layer below (guest memory, raw rings, kick,
 //!   wait) for tests that send hand-made or malformed chains.
 //!
@@ -24,7 +27,7 @@ use std::io;
 use std::ops::Range;
 use std::path::Path;
 
-use vgpu_protocol::limits::MAX_REQUEST_LEN;
+use vgpu_protocol::limits::{MAX_REQUEST_LEN, PEER_WINDOW_BASE};
 
 use crate::vring::DescSpec;
 use crate::{Submission, Transport};
@@ -44,6 +47,9 @@ pub const DEFAULT_EVENT_BUFFERS: u16 = 16;
 const MAX_DESCRIPTOR_LEN: usize = 1 << 30;
 /// Alignment of each stream inside the data area.
 const STREAM_ALIGN: usize = 64;
+/// Bulk data segments at least this long go by peer memory, where the
+/// backend offers it; shorter ones cost less to copy than to attach.
+const PEER_MIN_LEN: usize = 64 << 10;
 
 /// How to build the loopback's guest memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,6 +155,7 @@ impl BatchPlan {
 
     /// The descriptor chain: readable request and out-data, then writable
     /// reply and in-data; empty streams are left out.
+    #[cfg(test)]
     fn chain(&self, data_gpa: u64) -> Vec<DescSpec> {
         let mut chain = Vec::new();
         for (span, writable) in [
@@ -157,19 +164,35 @@ impl BatchPlan {
             (&self.reply, true),
             (&self.in_, true),
         ] {
-            let mut at = span.start;
-            while at < span.end {
-                let len = (span.end - at).min(MAX_DESCRIPTOR_LEN);
-                chain.push(DescSpec {
-                    addr: data_gpa + at as u64,
-                    len: len as u32,
-                    writable,
-                });
-                at += len;
-            }
+            push_span(
+                &mut chain,
+                data_gpa + span.start as u64,
+                span.len(),
+                writable,
+            );
         }
         chain
     }
+}
+
+/// Descriptors for `len` bytes at `addr`, split where longer than one
+/// descriptor takes.
+fn push_span(chain: &mut Vec<DescSpec>, addr: u64, len: usize, writable: bool) {
+    let mut at = 0usize;
+    while at < len {
+        let n = (len - at).min(MAX_DESCRIPTOR_LEN);
+        chain.push(DescSpec {
+            addr: addr + at as u64,
+            len: n as u32,
+            writable,
+        });
+        at += n;
+    }
+}
+
+/// Whether a bulk segment of `len` bytes goes by peer memory.
+fn by_peer(peer: bool, len: usize) -> bool {
+    peer && len >= PEER_MIN_LEN
 }
 
 /// The largest request stream a data area of `data_len` bytes takes: a
@@ -198,6 +221,8 @@ pub struct Loopback {
     reconnect_for: std::time::Duration,
     /// The batch `post` left running, if any.
     posted: Option<Started>,
+    /// The backend reads and writes this process's memory itself.
+    peer_memory: bool,
 }
 
 /// A batch on the ring whose answer is not read yet: where its reply lies.
@@ -208,6 +233,8 @@ struct Started {
     reply_len: usize,
     in_at: u64,
     in_len: usize,
+    /// Whether large in-data went by peer memory (not copied back).
+    peer: bool,
     /// The batch's bytes, kept while it is posted: a backend that goes away
     /// meanwhile gets it again after the reconnect (the data area it was
     /// written to went with the old connection).
@@ -255,6 +282,7 @@ impl Loopback {
             config: config.clone(),
             reconnect_for: config.reconnect_for,
             posted: None,
+            peer_memory: false,
         })
     }
 
@@ -271,6 +299,8 @@ impl Loopback {
             match LoopbackDevice::connect(&self.path, &self.config) {
                 Ok(device) => {
                     self.device = device;
+                    // The new backend announced nothing to this session.
+                    self.peer_memory = false;
                     log::warn!("reconnected to the vgpu backend");
                     return Ok(());
                 }
@@ -310,7 +340,9 @@ impl Transport for Loopback {
         if !submission.in_.is_empty() || self.posted.is_some() {
             return self.submit(submission).map(Some);
         }
-        match self.start(&submission) {
+        // Never by peer memory: the caller's buffers end with this call,
+        // before the backend has read them.
+        match self.start(&mut submission, false) {
             Ok(mut started) => {
                 if !self.reconnect_for.is_zero() {
                     started.resend = Some((submission.request.to_vec(), submission.out.concat()));
@@ -350,6 +382,10 @@ impl Transport for Loopback {
         }
     }
 
+    fn enable_peer_memory(&mut self) {
+        self.peer_memory = true;
+    }
+
     fn max_data_len(&self) -> usize {
         max_data_len_for(self.data_len)
     }
@@ -365,12 +401,15 @@ impl Loopback {
             // Its reply is no longer wanted, but it goes first on the ring.
             self.finish(posted, &mut [], &mut [])?;
         }
-        let started = self.start(submission)?;
+        let started = self.start(submission, self.peer_memory)?;
         self.finish(started, submission.reply, submission.in_)
     }
 
-    /// Lays the batch out in the data area and publishes it.
-    fn start(&mut self, submission: &Submission<'_>) -> io::Result<Started> {
+    /// Lays the batch out in the data area and publishes it. With `peer`,
+    /// large bulk segments stay where they are and their descriptors name
+    /// them in the peer window: the caller keeps them alive and unchanged
+    /// until the batch is finished.
+    fn start(&mut self, submission: &mut Submission<'_>, peer: bool) -> io::Result<Started> {
         let out_len: usize = submission.out.iter().map(|s| s.len()).sum();
         let in_len: usize = submission.in_.iter().map(|s| s.len()).sum();
         if submission.request.is_empty() || submission.request.len() > self.max_request_len() {
@@ -385,9 +424,14 @@ impl Loopback {
                 format!("data streams of {out_len} and {in_len} bytes exceed max_data_len"),
             ));
         }
+        let copied = |lens: &mut dyn Iterator<Item = usize>| -> usize {
+            lens.filter(|&len| !by_peer(peer, len)).sum()
+        };
+        let out_copied = copied(&mut submission.out.iter().map(|s| s.len()));
+        let in_copied = copied(&mut submission.in_.iter().map(|s| s.len()));
         let reply_len = submission.reply.len();
         let plan = BatchPlan::new(
-            [submission.request.len(), out_len, reply_len, in_len],
+            [submission.request.len(), out_copied, reply_len, in_copied],
             self.data_len,
         )?;
         let data = self.device.data_area().start;
@@ -395,18 +439,43 @@ impl Loopback {
 
         self.device
             .write_guest(gpa(plan.request.start), submission.request)?;
+        let mut chain = Vec::new();
+        push_span(
+            &mut chain,
+            gpa(plan.request.start),
+            plan.request.len(),
+            false,
+        );
         let mut at = plan.out.start;
         for segment in submission.out {
-            self.device.write_guest(gpa(at), segment)?;
-            at += segment.len();
+            if by_peer(peer, segment.len()) {
+                let addr = PEER_WINDOW_BASE + segment.as_ptr() as u64;
+                push_span(&mut chain, addr, segment.len(), false);
+            } else {
+                self.device.write_guest(gpa(at), segment)?;
+                push_span(&mut chain, gpa(at), segment.len(), false);
+                at += segment.len();
+            }
         }
-        let head = self.device.send_chain(&plan.chain(data))?;
+        push_span(&mut chain, gpa(plan.reply.start), reply_len, true);
+        let mut at = plan.in_.start;
+        for segment in submission.in_.iter_mut() {
+            if by_peer(peer, segment.len()) {
+                let addr = PEER_WINDOW_BASE + segment.as_mut_ptr() as u64;
+                push_span(&mut chain, addr, segment.len(), true);
+            } else {
+                push_span(&mut chain, gpa(at), segment.len(), true);
+                at += segment.len();
+            }
+        }
+        let head = self.device.send_chain(&chain)?;
         Ok(Started {
             head,
             reply_at: gpa(plan.reply.start),
             reply_len,
             in_at: gpa(plan.in_.start),
             in_len,
+            peer,
             resend: None,
         })
     }
@@ -445,11 +514,13 @@ impl Loopback {
         self.device
             .read_guest(started.reply_at, &mut reply[..copied])?;
         // In the VM path the device writes the caller's pages directly; here
-        // the whole in-data stream is copied back.
+        // in-data is copied back, but for what went by peer memory.
         let mut at = started.in_at;
         for segment in in_.iter_mut() {
-            self.device.read_guest(at, segment)?;
-            at += segment.len() as u64;
+            if !by_peer(started.peer, segment.len()) {
+                self.device.read_guest(at, segment)?;
+                at += segment.len() as u64;
+            }
         }
         Ok(written)
     }

@@ -36,6 +36,15 @@ impl Launch {
     }
 }
 
+/// Whether backends make sockets anyone may connect to (`--program-user`).
+static OPEN_SOCKETS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes every backend started from now on create sockets that the
+/// programs' user may connect to.
+pub fn open_sockets_to_all() {
+    OPEN_SOCKETS.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 pub struct Backend {
     child: Child,
     socket: PathBuf,
@@ -65,6 +74,9 @@ impl Backend {
             .arg(launch.log_level);
         if let Some(control) = &control {
             command.arg("--control").arg(control);
+        }
+        if OPEN_SOCKETS.load(std::sync::atomic::Ordering::Relaxed) {
+            crate::program_user::ProgramUser::open_sockets(&mut command);
         }
         let started = Instant::now();
         let child = command

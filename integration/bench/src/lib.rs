@@ -8,6 +8,7 @@ pub mod ctl;
 pub mod error;
 pub mod guest;
 pub mod machine;
+pub mod program_user;
 pub mod record;
 pub mod report;
 pub mod run;

@@ -60,6 +60,13 @@ struct Args {
     #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
     backend_arg: Vec<String>,
 
+    /// Run the OpenCL programs (native and vgpu alike) as this user, e.g.
+    /// `nobody`, the user a root-started backend's workers become; with
+    /// `--backend-arg=--peer-memory` the loopback then moves bulk data in
+    /// one copy (cross-memory attach needs the same user on both ends).
+    #[arg(long, value_name = "NAME")]
+    program_user: Option<String>,
+
     /// Longest a single program run may take, in seconds.
     #[arg(long, value_name = "S", default_value_t = 600)]
     timeout: u64,
@@ -96,6 +103,7 @@ impl From<Args> for Options {
             plots: args.plots,
             only: args.only,
             backend_args: args.backend_arg,
+            program_user: args.program_user,
             timeout: Duration::from_secs(args.timeout),
             verbose: args.verbose,
         }

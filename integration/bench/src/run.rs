@@ -30,6 +30,8 @@ pub struct Options {
     pub only: Vec<String>,
     /// Extra arguments for every vgpu-backend started.
     pub backend_args: Vec<String>,
+    /// Whom the OpenCL programs run as (`--program-user`).
+    pub program_user: Option<String>,
     pub timeout: Duration,
     pub verbose: bool,
 }
@@ -76,7 +78,15 @@ pub fn run(options: &Options) -> Result<Outcome> {
             )));
         }
     }
-    let runner = Runner::new(&paths.icd, &scratch, options.timeout, options.verbose)?;
+    let program_user = match &options.program_user {
+        Some(name) => {
+            crate::backend::open_sockets_to_all();
+            Some(crate::program_user::ProgramUser::new(name, &scratch)?)
+        }
+        None => None,
+    };
+    let runner = Runner::new(&paths.icd, &scratch, options.timeout, options.verbose)?
+        .with_user(program_user);
     let ctx = Context::new(options.settings.clone(), paths, runner)?;
     let result = measure(options, &ctx, started, commit);
     drop(ctx);
@@ -194,6 +204,8 @@ fn measure(
         load: load_range(&loads),
         commit,
         date: command_line(&options.root, "date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+        backend_args: options.backend_args.clone(),
+        program_user: options.program_user.clone(),
     };
     let report = Report {
         info: &info,

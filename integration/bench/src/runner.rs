@@ -32,6 +32,8 @@ pub struct Runner {
     log: PathBuf,
     timeout: Duration,
     verbose: bool,
+    /// Whom the programs run as; `None`: this process's user.
+    user: Option<crate::program_user::ProgramUser>,
 }
 
 impl Runner {
@@ -50,7 +52,13 @@ impl Runner {
             log: scratch.join("program.log"),
             timeout,
             verbose,
+            user: None,
         })
+    }
+
+    /// Runs the programs as `user` (see `--program-user`).
+    pub fn with_user(self, user: Option<crate::program_user::ProgramUser>) -> Runner {
+        Runner { user, ..self }
     }
 
     /// The longest a single program run may take.
@@ -83,6 +91,9 @@ impl Runner {
         let out = std::fs::File::create(log).map_err(io("create", log))?;
         let err = out.try_clone().map_err(io("reopen", log))?;
         let mut command = Command::new(program);
+        if let Some(user) = &self.user {
+            user.apply(&mut command);
+        }
         command
             .args(args)
             .stdin(Stdio::null())

@@ -10,7 +10,8 @@ use vgpu_protocol::Status;
 
 use super::objects::{EventEntry, HostEvent, HostMem, QueueEntry};
 use super::session::OpenClSession;
-use crate::chain::{GuestIo, Segment};
+use crate::chain::{peer_failed, GuestIo, Piece, Segment};
+use crate::peer::PeerMemory;
 
 mod rect;
 
@@ -164,9 +165,9 @@ impl OpenClSession {
         wait: &WaitList,
         to_device: bool,
     ) -> Result<cl_event, Status> {
-        let len: u64 = pieces.iter().map(|p| p.len as u64).sum();
         if pieces.len() > MAX_DIRECT_PIECES {
-            return self.transfer_mapped(queue, mem, offset, len, pieces, wait, to_device);
+            let pieces: Vec<Piece> = pieces.iter().map(|&s| Piece::Local(s)).collect();
+            return self.transfer_mapped(queue, mem, offset, &pieces, None, wait, to_device);
         }
         let mut at = offset;
         let mut last: cl_event = std::ptr::null_mut();
@@ -213,17 +214,134 @@ impl OpenClSession {
         Ok(last)
     }
 
+    /// As [`Self::transfer`], for pieces that may lie in a loopback peer's
+    /// memory: those are copied straight between its pages and the mapped
+    /// buffer, the only copy the bytes see.
+    #[allow(clippy::too_many_arguments)]
+    fn transfer_pieces(
+        &mut self,
+        queue: &QueueEntry,
+        mem: &HostMem,
+        offset: u64,
+        pieces: &[Piece],
+        peer: Option<&PeerMemory>,
+        wait: &WaitList,
+        to_device: bool,
+    ) -> Result<cl_event, Status> {
+        if let Some(peer) = peer.filter(|_| pieces.iter().any(|p| matches!(p, Piece::Peer(_)))) {
+            if super::staging::wanted(&mem.context) {
+                return self.transfer_staged(queue, mem, offset, pieces, peer, wait, to_device);
+            }
+            return self.transfer_mapped(queue, mem, offset, pieces, Some(peer), wait, to_device);
+        }
+        let local: Vec<Segment> = pieces
+            .iter()
+            .map(|piece| match piece {
+                Piece::Local(segment) => Ok(*segment),
+                Piece::Peer(_) => Err(Status::INVALID_VALUE),
+            })
+            .collect::<Result<_, _>>()?;
+        self.transfer(queue, mem, offset, &local, wait, to_device)
+    }
+
+    /// The context's staging buffer (made on first use): its address and
+    /// length.
+    fn staging_for(
+        &mut self,
+        context: &Arc<super::objects::ContextEntry>,
+    ) -> Result<(*mut u8, usize), Status> {
+        if let Some(s) = self
+            .staging
+            .iter()
+            .find(|s| Arc::ptr_eq(&s.context, context))
+        {
+            return Ok((s.ptr(), s.len()));
+        }
+        let queue = self.internal_queue(context)?;
+        let staging = super::staging::Staging::new(context.clone(), queue)?;
+        let found = (staging.ptr(), staging.len());
+        self.staging.push(staging);
+        Ok(found)
+    }
+
+    /// Peer transfers through the context's pinned staging buffer: each
+    /// chunk copied between the peer and the staging buffer (the one CPU
+    /// copy) and moved to or from the device by a blocking transfer.
+    #[allow(clippy::too_many_arguments)]
+    fn transfer_staged(
+        &mut self,
+        queue: &QueueEntry,
+        mem: &HostMem,
+        offset: u64,
+        pieces: &[Piece],
+        peer: &PeerMemory,
+        wait: &WaitList,
+        to_device: bool,
+    ) -> Result<cl_event, Status> {
+        let (staging, room) = self.staging_for(&mem.context)?;
+        let mut at = to_usize(offset)?;
+        let mut last: cl_event = std::ptr::null_mut();
+        let result = (|| {
+            for piece in pieces {
+                let mut done = 0usize;
+                while done < piece.len() {
+                    let n = (piece.len() - done).min(room);
+                    if to_device {
+                        // SAFETY: `staging` maps `room >= n` bytes, used by
+                        // this thread alone.
+                        unsafe { super::staging::stage(piece, done, staging, n, peer, true) }?;
+                    }
+                    let list = if last.is_null() {
+                        (wait.len(), wait.ptr())
+                    } else {
+                        (0, std::ptr::null())
+                    };
+                    // SAFETY: the range was checked against the buffer by
+                    // the caller, `n <= room`, and `list` is the guest's
+                    // checked wait list or empty.
+                    let event = unsafe {
+                        super::staging::move_chunk(queue, mem.raw, staging, at, n, list, to_device)
+                    }?;
+                    if !last.is_null() {
+                        drop(HostEvent(last));
+                    }
+                    last = event;
+                    if !to_device {
+                        // SAFETY: as above; the blocking read filled it.
+                        unsafe { super::staging::stage(piece, done, staging, n, peer, false) }?;
+                    }
+                    done += n;
+                    at += n;
+                }
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => Ok(last),
+            Err(status) => {
+                if !last.is_null() {
+                    drop(HostEvent(last));
+                }
+                Err(status)
+            }
+        }
+    }
+
+    /// One map of the buffer range, the pieces copied in or out of it,
+    /// then the unmap. A peer piece whose address is not mapped in the
+    /// peer fails the call (after the unmap).
     #[allow(clippy::too_many_arguments)]
     fn transfer_mapped(
         &mut self,
         queue: &QueueEntry,
         mem: &HostMem,
         offset: u64,
-        len: u64,
-        pieces: &[Segment],
+        pieces: &[Piece],
+        peer: Option<&PeerMemory>,
         wait: &WaitList,
         to_device: bool,
     ) -> Result<cl_event, Status> {
+        let len: u64 = pieces.iter().map(|p| p.len() as u64).sum();
         use cl3::memory::{CL_MAP_READ, CL_MAP_WRITE_INVALIDATE_REGION};
         let flags = if to_device {
             CL_MAP_WRITE_INVALIDATE_REGION
@@ -250,17 +368,40 @@ impl OpenClSession {
         drop(HostEvent(map_event));
         let base = mapped as *mut u8;
         let mut at = 0usize;
+        let mut copied = Ok(());
         for piece in pieces {
-            // SAFETY: `base` maps `len` bytes and the pieces add up to `len`;
-            // each piece is live guest memory.
-            unsafe {
-                if to_device {
-                    std::ptr::copy_nonoverlapping(piece.ptr, base.add(at), piece.len);
-                } else {
-                    std::ptr::copy_nonoverlapping(base.add(at), piece.ptr, piece.len);
-                }
+            // SAFETY: `base` maps `len` bytes and the pieces add up to `len`,
+            // so `base + at` has room for the piece.
+            let here = unsafe { base.add(at) };
+            copied = match piece {
+                // SAFETY: the segment is live guest memory; `here` is mapped
+                // for its length (above).
+                Piece::Local(s) => unsafe {
+                    if to_device {
+                        std::ptr::copy_nonoverlapping(s.ptr, here, s.len);
+                    } else {
+                        std::ptr::copy_nonoverlapping(here, s.ptr, s.len);
+                    }
+                    Ok(())
+                },
+                Piece::Peer(p) => match peer {
+                    Some(peer) if to_device => {
+                        // SAFETY: `here` is mapped for `p.len` bytes (above)
+                        // and only this thread touches the mapping until the
+                        // unmap.
+                        unsafe { peer.read_raw(p.addr, here, p.len) }.map_err(peer_failed)
+                    }
+                    Some(peer) => {
+                        // SAFETY: as above.
+                        unsafe { peer.write_raw(p.addr, here, p.len) }.map_err(peer_failed)
+                    }
+                    None => Err(Status::INVALID_VALUE),
+                },
+            };
+            if copied.is_err() {
+                break;
             }
-            at += piece.len;
+            at += piece.len();
         }
         // SAFETY: `mapped` came from the map above.
         let unmap = unsafe {
@@ -273,7 +414,16 @@ impl OpenClSession {
             )
         }
         .map_err(Status)?;
-        cl3::event::wait_for_events(&[unmap]).map_err(Status)?;
+        // The bytes moved already; the queue orders the unmap before later
+        // commands, so a peer transfer need not wait for it (one handoff to
+        // the driver's thread less per call).
+        if peer.is_none() || copied.is_err() {
+            cl3::event::wait_for_events(&[unmap]).map_err(Status)?;
+        }
+        if let Err(status) = copied {
+            drop(HostEvent(unmap));
+            return Err(status);
+        }
         Ok(unmap)
     }
 
@@ -318,8 +468,10 @@ impl OpenClSession {
         let mem = self.buffer(m.mem)?;
         Self::check_range(&mem, m.offset, m.data.len)?;
         let wait = self.wait_list(&m.wait)?;
-        let pieces = io.out_slices(m.data)?;
-        let event = self.transfer(&queue, &mem, m.offset, &pieces, &wait, true)?;
+        let pieces = io.out_pieces(m.data)?;
+        let peer = io.peer;
+        let event =
+            self.transfer_pieces(&queue, &mem, m.offset, &pieces, peer.as_ref(), &wait, true)?;
         self.keep_event(&queue, m.event, event)
     }
 
@@ -332,8 +484,10 @@ impl OpenClSession {
         let mem = self.buffer(m.mem)?;
         Self::check_range(&mem, m.offset, m.data.len)?;
         let wait = self.wait_list(&m.wait)?;
-        let pieces = io.in_slices(m.data)?;
-        let event = self.transfer(&queue, &mem, m.offset, &pieces, &wait, false)?;
+        let pieces = io.in_pieces(m.data)?;
+        let peer = io.peer;
+        let event =
+            self.transfer_pieces(&queue, &mem, m.offset, &pieces, peer.as_ref(), &wait, false)?;
         self.keep_event(&queue, m.event, event)
     }
 

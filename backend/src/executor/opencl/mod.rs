@@ -15,6 +15,7 @@ mod profile;
 pub mod seal;
 mod session;
 mod snapshot;
+mod staging;
 mod subdevice;
 mod subdevice_state;
 mod svm;

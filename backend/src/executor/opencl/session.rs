@@ -33,6 +33,8 @@ pub struct OpenClSession {
     pub(super) advertised: Option<Arc<vgpu_migration::Profile>>,
     /// Queues of the backend's own (initial uploads, snapshots), per context.
     pub(super) internal_queues: Vec<Arc<QueueEntry>>,
+    /// Pinned staging buffers of peer transfers, per context (GPUs).
+    pub(super) staging: Vec<super::staging::Staging>,
     /// SVM allocations (declared last: dropped after what uses them).
     pub(super) svm: super::svm::SvmTable,
     /// Allocations named by `CL_KERNEL_EXEC_INFO_SVM_PTRS`, per kernel.
@@ -67,6 +69,7 @@ impl OpenClSession {
             sub_devices: HandleTable::new(Status::INVALID_DEVICE),
             user_events: Arc::new(Mutex::new(Vec::new())),
             internal_queues: Vec::new(),
+            staging: Vec::new(),
             svm: Default::default(),
             svm_exec: Default::default(),
             advertised: None,

@@ -114,7 +114,7 @@ pub fn run(spec: &DeviceSpec, sandbox: &Sandbox, control: Option<&Path>) -> (Val
         Ok(device) => device,
         Err(e) => return fail("open device", e),
     };
-    if let Err(e) = filter_worker(sandbox) {
+    if let Err(e) = filter_worker(sandbox, false) {
         return fail("filter", e.to_string());
     }
     let kernel = match device.compute() {

@@ -24,6 +24,10 @@ pub struct RunInfo {
     pub load: Option<String>,
     pub commit: Option<String>,
     pub date: Option<String>,
+    /// Arguments every backend of the run got (`--backend-arg`).
+    pub backend_args: Vec<String>,
+    /// Whom the programs ran as (`--program-user`), if not the harness's user.
+    pub program_user: Option<String>,
 }
 
 /// A benchmark not measured in this run, and why.
@@ -110,6 +114,16 @@ impl Report<'_> {
             i.warmups,
             if i.quick { " — **quick mode: tiny sizes, not meaningful figures**" } else { "" }
         );
+        if !i.backend_args.is_empty() || i.program_user.is_some() {
+            let mut setup = Vec::new();
+            if !i.backend_args.is_empty() {
+                setup.push(format!("backend arguments `{}`", i.backend_args.join(" ")));
+            }
+            if let Some(user) = &i.program_user {
+                setup.push(format!("programs (native and vgpu) run as `{user}`"));
+            }
+            let _ = writeln!(md, "- {}", setup.join("; "));
+        }
         let mut when = Vec::new();
         if let Some(date) = &i.date {
             when.push(format!("date {date}"));
