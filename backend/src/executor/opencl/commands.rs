@@ -165,6 +165,9 @@ impl OpenClSession {
         to_device: bool,
     ) -> Result<cl_event, Status> {
         let len: u64 = pieces.iter().map(|p| p.len as u64).sum();
+        if to_device {
+            mem.mark_written();
+        }
         if pieces.len() > MAX_DIRECT_PIECES {
             return self.transfer_mapped(queue, mem, offset, len, pieces, wait, to_device);
         }
@@ -383,6 +386,7 @@ impl OpenClSession {
         let queue = self.queue(m.queue)?;
         let (src, dst) = (self.buffer(m.src)?, self.buffer(m.dst)?);
         let wait = self.wait_list(&m.wait)?;
+        dst.mark_written();
         // SAFETY: live objects; OpenCL checks the ranges against the buffers.
         let event = unsafe {
             cl3::command_queue::enqueue_copy_buffer(
@@ -407,6 +411,7 @@ impl OpenClSession {
         if m.pattern.is_empty() {
             return Err(Status::INVALID_VALUE);
         }
+        mem.mark_written();
         // SAFETY: the pattern outlives the call (OpenCL copies it).
         let event = unsafe {
             cl3::command_queue::enqueue_fill_buffer(
@@ -428,6 +433,7 @@ impl OpenClSession {
         let queue = self.queue(m.queue)?;
         let (src, dst) = (self.buffer(m.src)?, self.buffer(m.dst)?);
         let wait = self.wait_list(&m.wait)?;
+        dst.mark_written();
         // SAFETY: device-side copy between live buffers; OpenCL checks the
         // geometry against both.
         let event = unsafe {
@@ -457,6 +463,7 @@ impl OpenClSession {
         let queue = self.queue(m.queue)?;
         let kernel = self.kernels.get(m.kernel)?.clone();
         let wait = self.wait_list(&m.wait)?;
+        kernel.mark_writable_args();
         let dims = m.work_dim as usize;
         let offset = sizes3(&m.offset)?;
         let global = sizes3(&m.global)?;
