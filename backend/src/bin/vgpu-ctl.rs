@@ -67,6 +67,11 @@ enum Command {
         vm: Option<u64>,
         #[arg(long, value_enum, default_value = "resume")]
         then: Then,
+        /// Copy buffers in at most this many rounds while the guest keeps
+        /// computing, pausing it only for the objects and what was written
+        /// since; 0 copies everything while it waits (stop-and-copy).
+        #[arg(long, default_value_t = 5)]
+        rounds: u32,
     },
     /// Replace the vGPU with the one in FILE (all or nothing).
     Restore {
@@ -143,11 +148,17 @@ fn command_line(command: &Command) -> Result<String, String> {
     let words: Vec<String> = match command {
         Command::Status => vec!["status".into()],
         Command::Metrics | Command::Top { .. } => vec!["metrics".into()],
-        Command::Checkpoint { file, vm, then } => vec![
+        Command::Checkpoint {
+            file,
+            vm,
+            then,
+            rounds,
+        } => vec![
             "checkpoint".into(),
             path_word(file)?,
             vm_word(*vm),
             format!("{then:?}").to_lowercase(),
+            rounds.to_string(),
         ],
         Command::Restore { file, vm } => vec!["restore".into(), path_word(file)?, vm_word(*vm)],
         Command::Rehome { device } => vec!["rehome".into(), device.clone()],
@@ -170,6 +181,11 @@ fn ask(control: &std::path::Path, line: &str, json: bool) -> std::io::Result<Str
             Ok(Line::Progress { progress }) => {
                 if json {
                     eprintln!("{answer}");
+                } else if let Some(round) = progress.round {
+                    eprintln!(
+                        "round {round}: copied {} of {} buffer bytes while the guest runs",
+                        progress.bytes, progress.buffer_total
+                    );
                 } else {
                     eprintln!(
                         "progress: {} bytes written, {} of {} buffer bytes, {:.1} MB/s",

@@ -16,6 +16,9 @@ use crate::executor::{Executor, SavedSession, SnapshotError};
 use crate::vgpu::session::{ExecSessions, SessionState, VmBounds};
 use crate::vgpu::Vgpu;
 
+mod live;
+pub use live::{save_live, LiveOptions, RoundFn, RoundProgress};
+
 /// Bytes of buffer contents per stream chunk (the stream's limit).
 const CHUNK: usize = 4 << 20;
 /// An opcode of each API: the executor serving it owns that part of a
@@ -79,6 +82,16 @@ pub struct Report {
     pub upload: Duration,
     /// From quiesce to resume (the guest-visible pause).
     pub pause: Duration,
+    /// Copy rounds run while the guest computed (0: stop-and-copy).
+    pub rounds: u32,
+    /// Bytes copied while the guest computed (re-copies included).
+    pub precopied_bytes: u64,
+    /// Bytes of buffer contents read during the pause.
+    pub paused_bytes: u64,
+    /// Time of the copy rounds.
+    pub precopy: Duration,
+    /// Writing the stream after the guest resumed.
+    pub write: Duration,
 }
 
 fn index_of(executors: &[Arc<dyn Executor>], opcode: u32) -> Option<usize> {
@@ -445,6 +458,7 @@ pub fn save<W: Write>(
         let (out, summary) = writer.finish()?;
         report.upload = t.elapsed();
         report.buffer_bytes = summary.buffer_bytes;
+        report.paused_bytes = summary.buffer_bytes;
         report.stream_bytes = summary.stream_bytes;
         report.pause = started.elapsed();
         Ok((out, report))
@@ -650,6 +664,11 @@ impl From<&Report> for crate::control_schema::ReportReply {
             rebuild_ms: ms(report.rebuild),
             upload_ms: ms(report.upload),
             pause_ms: ms(report.pause),
+            rounds: report.rounds,
+            precopied_bytes: report.precopied_bytes,
+            paused_bytes: report.paused_bytes,
+            precopy_ms: ms(report.precopy),
+            write_ms: ms(report.write),
         }
     }
 }

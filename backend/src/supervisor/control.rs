@@ -9,7 +9,7 @@
 //! |---|---|
 //! | `status` | |
 //! | `metrics` | |
-//! | `checkpoint` | FILE, VM id or `-`, then: `resume` / `pause` / `exit` |
+//! | `checkpoint` | FILE, VM id or `-`, then: `resume` / `pause` / `exit`, copy rounds while the guest runs (default 5; 0: stop-and-copy) |
 //! | `restore` | FILE, VM id or `-` |
 //! | `rehome` | device SPEC |
 //! | `pause`, `resume` | VM id or `-` |
@@ -140,8 +140,15 @@ fn run(words: &[&str], supervisor: &Supervisor, out: &Out) -> Result<String, Err
             }
             // The worker writes into the file the supervisor created next
             // to FILE; only a complete checkpoint replaces FILE.
+            let mut words = vec!["checkpoint", then];
+            if let Some(rounds) = rest.get(2) {
+                rounds
+                    .parse::<u32>()
+                    .map_err(|_| bad(format!("invalid round count {rounds:?}")))?;
+                words.push(rounds);
+            }
             let written = vgpu_migration::write_atomically(Path::new(file), |w| {
-                relay(&worker, &["checkpoint", then], Some(w.get_ref()), out)
+                relay(&worker, &words, Some(w.get_ref()), out)
             });
             written.map_err(|e| match e {
                 vgpu_migration::AtomicWriteError::Write { source, .. } => source,

@@ -35,7 +35,7 @@ pub struct Stuck {
 }
 
 /// Locks `state`, waiting at most `limit` for the batch that holds it.
-fn lock_within(
+pub(crate) fn lock_within(
     state: &Mutex<SessionState>,
     limit: std::time::Duration,
 ) -> Option<MutexGuard<'_, SessionState>> {

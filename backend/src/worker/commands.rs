@@ -43,8 +43,16 @@ pub fn run(
     match words {
         ["status"] => Ok(to_line(&status(registry))),
         ["metrics"] => Ok(to_line(&metrics(registry))),
-        ["checkpoint", then] => {
-            checkpoint(registry, file.ok_or(needs_file("checkpoint"))?, then, out)
+        ["checkpoint", then, options @ ..] => {
+            let rounds = match options {
+                [] => crate::persist::LiveOptions::default().max_rounds,
+                [rounds] => rounds
+                    .parse()
+                    .map_err(|_| bad(format!("invalid round count {rounds:?}")))?,
+                _ => return Err(bad("checkpoint: too many words".to_string())),
+            };
+            let file = file.ok_or(needs_file("checkpoint"))?;
+            checkpoint(registry, file, then, rounds, out)
         }
         ["restore"] => {
             let vgpu = registry.vm()?;
@@ -126,37 +134,74 @@ pub fn run(
     }
 }
 
+/// Writes one progress line.
+fn send_progress(out: &Arc<Mutex<UnixStream>>, progress: Progress) {
+    let line = Line::Progress { progress };
+    let _ = writeln!(
+        out.lock().unwrap_or_else(|e| e.into_inner()),
+        "{}",
+        to_line(&line)
+    );
+}
+
+/// Writes the VM's checkpoint into `file`: its buffers copied in up to
+/// `rounds` rounds while the guest runs, or all while it waits (0).
 fn checkpoint(
     registry: &Registry,
     file: File,
     then: &str,
+    rounds: u32,
     out: &Arc<Mutex<UnixStream>>,
 ) -> Result<String, ErrorReply> {
     let vgpu = registry.vm()?;
     let id = registry.id;
     let started = Instant::now();
     let progress_out = out.clone();
+    let rate = move |bytes: u64| {
+        let rate = bytes as f64 / started.elapsed().as_secs_f64().max(1e-9) / 1e6;
+        (rate * 10.0).round() / 10.0
+    };
     let progress = move |p: &vgpu_migration::Progress| {
-        let rate = p.stream_bytes as f64 / started.elapsed().as_secs_f64().max(1e-9) / 1e6;
-        let line = Line::Progress {
-            progress: Progress {
-                bytes: p.stream_bytes,
-                buffer_bytes: p.buffer_bytes,
-                buffer_total: p.buffer_total,
-                rate_mb_s: (rate * 10.0).round() / 10.0,
-            },
+        let progress = Progress {
+            bytes: p.stream_bytes,
+            buffer_bytes: p.buffer_bytes,
+            buffer_total: p.buffer_total,
+            rate_mb_s: rate(p.stream_bytes),
+            round: None,
         };
-        let _ = writeln!(
-            progress_out.lock().unwrap_or_else(|e| e.into_inner()),
-            "{}",
-            to_line(&line)
-        );
+        send_progress(&progress_out, progress);
+    };
+    let round_out = out.clone();
+    let round_progress = move |p: &crate::persist::RoundProgress| {
+        let progress = Progress {
+            bytes: p.copied,
+            buffer_bytes: p.copied,
+            buffer_total: p.listed,
+            rate_mb_s: rate(p.copied),
+            round: Some(p.round),
+        };
+        send_progress(&round_out, progress);
     };
     if then != "resume" {
         vgpu.pause();
     }
     let writer = BufWriter::with_capacity(1 << 20, file);
-    let result = crate::persist::save(&vgpu, writer, Some(Box::new(progress)))
+    let saved = if rounds == 0 {
+        crate::persist::save(&vgpu, writer, Some(Box::new(progress)))
+    } else {
+        let options = crate::persist::LiveOptions {
+            max_rounds: rounds,
+            ..Default::default()
+        };
+        crate::persist::save_live(
+            &vgpu,
+            writer,
+            &options,
+            Some(Box::new(progress)),
+            Some(Box::new(round_progress)),
+        )
+    };
+    let result = saved
         .map_err(|e| error_chain(&e))
         .and_then(|(writer, report)| {
             let file = writer.into_inner().map_err(|e| e.error().to_string())?;
