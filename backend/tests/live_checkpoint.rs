@@ -291,9 +291,87 @@ fn an_idle_guest_is_checkpointed_without_reading_buffers_in_the_pause() {
     let stopped = checkpoint(&backend, &file, "0");
     assert_eq!(stopped["rounds"], 0, "{stopped}");
     assert_eq!(stopped["paused_bytes"], 2 * SIZE, "{stopped}");
+    // Past the header and each one's random identity chunk.
+    let after_identity = 16 + 12 + 16 + 4;
     assert_eq!(
-        live_bytes,
-        std::fs::read(&file).unwrap(),
+        live_bytes[after_identity..],
+        std::fs::read(&file).unwrap()[after_identity..],
         "a live checkpoint of an idle guest is the stop-and-copy one"
     );
+}
+
+#[test]
+fn an_incremental_checkpoint_holds_only_what_changed_and_restores_with_its_base() {
+    let backend = Backend::start();
+    let mut raw = backend.raw();
+    setup(&mut raw);
+    step(&mut raw, 0);
+    let base = backend.dir().join("base.ckpt");
+    let whole = checkpoint(&backend, &base, "3");
+    assert_eq!(whole["buffer_bytes"], 2 * SIZE, "{whole}");
+    step(&mut raw, 1); // writes `a` only
+    let delta = backend.dir().join("delta.ckpt");
+    let (ok, out) = backend.ctl(&[
+        "checkpoint",
+        delta.to_str().unwrap(),
+        "--incremental",
+        base.to_str().unwrap(),
+    ]);
+    assert!(ok, "incremental checkpoint failed: {out}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["buffer_bytes"], SIZE, "only `a` changed: {report}");
+    let (base_len, delta_len) = (
+        std::fs::metadata(&base).unwrap().len(),
+        std::fs::metadata(&delta).unwrap().len(),
+    );
+    assert!(
+        delta_len < base_len - SIZE + SIZE / 8,
+        "{delta_len} vs {base_len}"
+    );
+
+    step(&mut raw, 2);
+    // Without its base, an incremental checkpoint is refused, clearly.
+    let (ok, out) = backend.ctl(&["restore", delta.to_str().unwrap()]);
+    assert!(!ok && out.contains("incremental"), "{out}");
+    // With it, the vGPU goes back to after step 1, `b` included: the run
+    // goes on from there like an undisturbed one.
+    let (ok, out) = backend.ctl(&[
+        "restore",
+        delta.to_str().unwrap(),
+        "--base",
+        base.to_str().unwrap(),
+    ]);
+    assert!(ok, "restore with the base failed: {out}");
+    assert_eq!(steps_matching(&read_a(&mut raw), 3), Some(2));
+    step(&mut raw, 2);
+    assert_eq!(steps_matching(&read_a(&mut raw), 4), Some(3));
+
+    // Another whole checkpoint is not the base the delta names, and an
+    // incremental checkpoint is taken against the last whole one only.
+    let other = backend.dir().join("other.ckpt");
+    checkpoint(&backend, &other, "1");
+    let (ok, out) = backend.ctl(&[
+        "restore",
+        delta.to_str().unwrap(),
+        "--base",
+        other.to_str().unwrap(),
+    ]);
+    assert!(!ok && out.contains("not the checkpoint"), "{out}");
+    let (ok, out) = backend.ctl(&[
+        "checkpoint",
+        delta.to_str().unwrap(),
+        "--incremental",
+        base.to_str().unwrap(),
+    ]);
+    assert!(!ok && out.contains("last whole checkpoint"), "{out}");
+    let (ok, out) = backend.ctl(&[
+        "checkpoint",
+        other.to_str().unwrap(),
+        "--incremental",
+        other.to_str().unwrap(),
+    ]);
+    assert!(!ok && out.contains("the base itself"), "{out}");
+    // The vGPU is untouched by the refusals.
+    step(&mut raw, 3);
+    assert_eq!(steps_matching(&read_a(&mut raw), 5), Some(4));
 }

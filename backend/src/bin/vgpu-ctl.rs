@@ -72,12 +72,20 @@ enum Command {
         /// since; 0 copies everything while it waits (stop-and-copy).
         #[arg(long, default_value_t = 5)]
         rounds: u32,
+        /// Write only the buffers changed since BASE, the vGPU's last
+        /// whole checkpoint, and refer to BASE for the rest (restore with
+        /// `restore FILE --base BASE`).
+        #[arg(long, value_name = "BASE")]
+        incremental: Option<PathBuf>,
     },
     /// Replace the vGPU with the one in FILE (all or nothing).
     Restore {
         file: PathBuf,
         #[arg(long)]
         vm: Option<u64>,
+        /// The whole checkpoint an incremental FILE was taken against.
+        #[arg(long)]
+        base: Option<PathBuf>,
     },
     /// Move every vGPU, running, to another OpenCL device of this host.
     Rehome {
@@ -153,14 +161,27 @@ fn command_line(command: &Command) -> Result<String, String> {
             vm,
             then,
             rounds,
-        } => vec![
-            "checkpoint".into(),
-            path_word(file)?,
-            vm_word(*vm),
-            format!("{then:?}").to_lowercase(),
-            rounds.to_string(),
-        ],
-        Command::Restore { file, vm } => vec!["restore".into(), path_word(file)?, vm_word(*vm)],
+            incremental,
+        } => {
+            let mut words = vec![
+                "checkpoint".into(),
+                path_word(file)?,
+                vm_word(*vm),
+                format!("{then:?}").to_lowercase(),
+                rounds.to_string(),
+            ];
+            if let Some(base) = incremental {
+                words.push(path_word(base)?);
+            }
+            words
+        }
+        Command::Restore { file, vm, base } => {
+            let mut words = vec!["restore".into(), path_word(file)?, vm_word(*vm)];
+            if let Some(base) = base {
+                words.push(path_word(base)?);
+            }
+            words
+        }
         Command::Rehome { device } => vec!["rehome".into(), device.clone()],
         Command::Profile { file, vm } => vec!["profile".into(), path_word(file)?, vm_word(*vm)],
         Command::Accepts { file } => vec!["accepts".into(), path_word(file)?],

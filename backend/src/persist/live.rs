@@ -6,6 +6,10 @@
 //! stop shrinking, or the last one ran), the vGPU is quiesced for the
 //! objects and the buffers written since their copy; it resumes before the
 //! stream is written.
+//!
+//! An incremental checkpoint is taken against the vGPU's last whole one:
+//! buffers not written since that one was taken are neither copied nor
+//! written, only referred to (see `vgpu_migration::merge`).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -14,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use vgpu_migration as m;
 
+use super::base::{CheckpointBase, Taken};
 use super::{opencl_index, save_sessions, Error, ProgressFn, Report, CHUNK};
 use crate::executor::written::advance;
 use crate::executor::BufferSource;
@@ -70,31 +75,47 @@ struct Staged {
 #[derive(Default)]
 pub(crate) struct Staging {
     copies: HashMap<(u64, u64), Staged>,
+    /// For an incremental checkpoint: the whole one it refers to.
+    base: Option<Arc<CheckpointBase>>,
 }
 
 impl Staging {
     /// The staged contents of `source`'s object if nothing was written
-    /// to it since they were copied.
-    fn take_fresh(&mut self, source: &dyn BufferSource) -> Option<Vec<u8>> {
+    /// to it since they were copied, and the epoch of the copy.
+    fn take_fresh(&mut self, source: &dyn BufferSource) -> Option<Staged> {
         let key = source.object()?;
         let fresh = self
             .copies
             .get(&key)
             .is_some_and(|s| source.written_at() < s.copied_at);
         if fresh {
-            self.copies.remove(&key).map(|s| s.data)
+            self.copies.remove(&key)
         } else {
             None
         }
     }
 
+    /// Whether `source` needs no copy now: copied and not written since,
+    /// or unchanged since the base.
     fn is_fresh(&self, source: &dyn BufferSource) -> bool {
-        source.object().is_some_and(|key| {
+        let staged = source.object().is_some_and(|key| {
             self.copies
                 .get(&key)
                 .is_some_and(|s| source.written_at() < s.copied_at)
-        })
+        });
+        staged || self.unchanged_since_base(source).is_some()
     }
+
+    fn unchanged_since_base(&self, source: &dyn BufferSource) -> Option<Taken> {
+        self.base.as_ref()?.unchanged(source)
+    }
+}
+
+/// A buffer's contents in a checkpoint.
+pub(crate) enum Content {
+    Data(Vec<u8>),
+    /// Unchanged since the base: where the base has it.
+    Base(Taken),
 }
 
 /// Reads a whole buffer.
@@ -184,9 +205,13 @@ fn copy_round(
 pub(crate) fn precopy(
     vgpu: &Vgpu,
     options: &LiveOptions,
+    base: Option<Arc<CheckpointBase>>,
     mut progress: Option<RoundFn>,
 ) -> Result<(Staging, u32, u64), Error> {
-    let mut staging = Staging::default();
+    let mut staging = Staging {
+        base,
+        ..Default::default()
+    };
     let (mut rounds, mut total) = (0, 0u64);
     let mut previous = u64::MAX;
     while rounds < options.max_rounds {
@@ -206,9 +231,11 @@ pub(crate) fn precopy(
 pub(crate) struct Captured {
     pub state: m::VgpuState,
     /// (session, buffer, contents) in the state's order.
-    pub contents: Vec<(u64, u64, Vec<u8>)>,
+    pub contents: Vec<(u64, u64, Content)>,
     /// Bytes read during the pause (not staged, or written since).
     pub paused_bytes: u64,
+    /// For a whole checkpoint: what it holds, for incremental ones after.
+    pub base: Option<CheckpointBase>,
 }
 
 /// Quiesces the vGPU, captures its objects and the buffers not staged
@@ -235,21 +262,39 @@ pub(crate) fn capture(vgpu: &Vgpu, mut staging: Staging) -> Result<(Captured, Re
             sessions: saved.iter().map(|s| s.state.clone()).collect(),
         });
         state.validate()?;
+        // Nothing is written while quiesced: what is read now is as of now.
+        let now = advance();
         let t = Instant::now();
         let mut contents = Vec::new();
         let mut paused_bytes = 0;
+        let mut base = staging
+            .base
+            .is_none()
+            .then(|| CheckpointBase::new(m::BaseId::random()));
         for session in saved {
             let id = session.state.id();
             for (buffer, mut source) in session.buffers {
-                let data = match staging.take_fresh(source.as_ref()) {
-                    Some(data) => data,
+                if let Some(taken) = staging.unchanged_since_base(source.as_ref()) {
+                    contents.push((id, buffer, Content::Base(taken)));
+                    continue;
+                }
+                let (data, copied_at) = match staging.take_fresh(source.as_ref()) {
+                    Some(staged) => (staged.data, staged.copied_at),
                     None => {
                         let data = read_whole(source.as_mut())?;
                         paused_bytes += data.len() as u64;
-                        data
+                        (data, now)
                     }
                 };
-                contents.push((id, buffer, data));
+                if let Some(base) = base.as_mut() {
+                    let taken = Taken {
+                        session: id,
+                        buffer,
+                        copied_at,
+                    };
+                    base.note(source.as_ref(), taken);
+                }
+                contents.push((id, buffer, Content::Data(data)));
             }
         }
         report.upload = t.elapsed();
@@ -259,29 +304,69 @@ pub(crate) fn capture(vgpu: &Vgpu, mut staging: Staging) -> Result<(Captured, Re
                 state,
                 contents,
                 paused_bytes,
+                base,
             },
             report,
         ))
     })?
 }
 
-/// Writes a captured checkpoint as a stream.
+/// Writes a captured checkpoint as a stream: a whole one with its
+/// identity, or an incremental one against `incremental`'s base.
 pub(crate) fn write<W: Write>(
     captured: &Captured,
     out: W,
+    incremental: Option<&Incremental>,
     progress: Option<ProgressFn>,
 ) -> Result<(W, m::Summary), Error> {
-    let mut writer = m::StreamWriter::new(out)?;
+    let mut writer = match (incremental, &captured.base) {
+        (Some(i), _) => m::StreamWriter::new_incremental(out, i.base.id, &i.path)?,
+        (None, Some(base)) => m::StreamWriter::with_identity(out, base.id)?,
+        (None, None) => m::StreamWriter::new(out)?,
+    };
     if let Some(progress) = progress {
         writer.on_progress(progress);
     }
     writer.write_state(&captured.state)?;
-    for (session, buffer, data) in &captured.contents {
-        for (i, piece) in data.chunks(CHUNK).enumerate() {
-            writer.write_buffer_chunk(*session, *buffer, (i * CHUNK) as u64, piece)?;
+    for (session, buffer, content) in &captured.contents {
+        match content {
+            Content::Data(data) => {
+                for (i, piece) in data.chunks(CHUNK).enumerate() {
+                    writer.write_buffer_chunk(*session, *buffer, (i * CHUNK) as u64, piece)?;
+                }
+            }
+            Content::Base(taken) => {
+                writer.write_base_ref(*session, *buffer, taken.session, taken.buffer)?
+            }
         }
     }
     Ok(writer.finish()?)
+}
+
+/// An incremental checkpoint's base: the vGPU's last whole checkpoint,
+/// and where the operator says it is.
+#[derive(Debug, Clone)]
+pub struct Incremental {
+    pub base: Arc<CheckpointBase>,
+    pub path: String,
+}
+
+impl Incremental {
+    /// Against the vGPU's last whole checkpoint, which must be `given`.
+    pub fn against(vgpu: &Vgpu, given: m::BaseId, path: String) -> Result<Incremental, Error> {
+        let last = vgpu
+            .checkpoint_base
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        match last {
+            Some(base) if base.id == given => Ok(Incremental { base, path }),
+            last => Err(Error::NotTheBase {
+                given: given.0,
+                last: last.map_or("none taken yet".into(), |b| format!("{:032x}", b.id.0)),
+            }),
+        }
+    }
 }
 
 /// Writes the vGPU's state and buffer contents to `out`, copying the
@@ -291,15 +376,23 @@ pub fn save_live<W: Write>(
     vgpu: &Vgpu,
     out: W,
     options: &LiveOptions,
+    incremental: Option<&Incremental>,
     progress: Option<ProgressFn>,
     rounds: Option<RoundFn>,
 ) -> Result<(W, Report), Error> {
     let started = Instant::now();
-    let (staging, round_count, precopied) = precopy(vgpu, options, rounds)?;
+    let base = incremental.map(|i| i.base.clone());
+    let (staging, round_count, precopied) = precopy(vgpu, options, base, rounds)?;
     let precopy_time = started.elapsed();
-    let (captured, report) = capture(vgpu, staging)?;
+    let (mut captured, report) = capture(vgpu, staging)?;
     let t = Instant::now();
-    let (out, summary) = write(&captured, out, progress)?;
+    let (out, summary) = write(&captured, out, incremental, progress)?;
+    if let Some(base) = captured.base.take() {
+        *vgpu
+            .checkpoint_base
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(base));
+    }
     Ok((
         out,
         Report {

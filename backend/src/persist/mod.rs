@@ -16,8 +16,10 @@ use crate::executor::{Executor, SavedSession, SnapshotError};
 use crate::vgpu::session::{ExecSessions, SessionState, VmBounds};
 use crate::vgpu::Vgpu;
 
+mod base;
 mod live;
-pub use live::{save_live, LiveOptions, RoundFn, RoundProgress};
+pub use base::CheckpointBase;
+pub use live::{save_live, Incremental, LiveOptions, RoundFn, RoundProgress};
 
 /// Bytes of buffer contents per stream chunk (the stream's limit).
 const CHUNK: usize = 4 << 20;
@@ -61,6 +63,10 @@ pub enum Error {
     },
     #[error("cannot quiesce the vGPU")]
     Quiesce(#[from] crate::vgpu::Stuck),
+    #[error("this is an incremental checkpoint (taken against {path}): restore it with its base")]
+    Incremental { path: String },
+    #[error("the base given ({given:032x}) is not this vGPU's last whole checkpoint ({last}): take a whole one first")]
+    NotTheBase { given: u128, last: String },
 }
 
 /// Hears of every chunk a long save writes.
@@ -425,6 +431,8 @@ pub fn save<W: Write>(
         };
         let t = Instant::now();
         let mut saved = save_sessions(sessions)?;
+        // Nothing is written while quiesced: the contents are those of now.
+        let copied_at = crate::executor::written::advance();
         report.drain = saved.iter().map(|s| s.drain).sum();
         report.serialize = t.elapsed().saturating_sub(report.drain);
         let state = m::VgpuState::V1(m::VgpuStateV1 {
@@ -434,7 +442,8 @@ pub fn save<W: Write>(
         });
         state.validate()?;
         let t = Instant::now();
-        let mut writer = m::StreamWriter::new(out)?;
+        let mut base = CheckpointBase::new(m::BaseId::random());
+        let mut writer = m::StreamWriter::with_identity(out, base.id)?;
         if let Some(progress) = progress {
             writer.on_progress(progress);
         }
@@ -443,6 +452,12 @@ pub fn save<W: Write>(
         for session in saved.iter_mut() {
             let id = session.state.id();
             for (buffer, source) in session.buffers.iter_mut() {
+                let taken = base::Taken {
+                    session: id,
+                    buffer: *buffer,
+                    copied_at,
+                };
+                base.note(source.as_ref(), taken);
                 let size = source.size();
                 let mut offset = 0u64;
                 while offset < size {
@@ -456,6 +471,10 @@ pub fn save<W: Write>(
             }
         }
         let (out, summary) = writer.finish()?;
+        *vgpu
+            .checkpoint_base
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(base));
         report.upload = t.elapsed();
         report.buffer_bytes = summary.buffer_bytes;
         report.paused_bytes = summary.buffer_bytes;
@@ -508,6 +527,10 @@ fn load<R: Read>(
                     .and_then(|i| restored[*i].sinks.get_mut(&buffer))
                     .ok_or(Error::UnknownBuffer { session, buffer })?;
                 sink.write(offset, data).map_err(Error::Buffer)?;
+            }
+            Some(m::Item::Base { path, .. }) => return Err(Error::Incremental { path }),
+            Some(m::Item::BaseRef { .. }) => {
+                unreachable!("the reader hands out base refs only after a base")
             }
             Some(m::Item::End(summary)) => {
                 report.buffer_bytes = summary.buffer_bytes;

@@ -103,6 +103,8 @@ pub struct Vgpu {
     metrics: Arc<crate::vgpu::metrics::VmMetrics>,
     /// Batches handed to session threads and not finished, all sessions.
     jobs_queued: Arc<AtomicUsize>,
+    /// The last whole checkpoint written, which incremental ones refer to.
+    pub(crate) checkpoint_base: Mutex<Option<Arc<crate::persist::CheckpointBase>>>,
 }
 
 /// The profile of the OpenCL executor among `executors` (empty without one).
@@ -134,6 +136,7 @@ impl Vgpu {
             admitted: Default::default(),
             metrics: Default::default(),
             jobs_queued: Default::default(),
+            checkpoint_base: Mutex::new(None),
         })
     }
 

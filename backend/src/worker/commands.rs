@@ -44,15 +44,24 @@ pub fn run(
         ["status"] => Ok(to_line(&status(registry))),
         ["metrics"] => Ok(to_line(&metrics(registry))),
         ["checkpoint", then, options @ ..] => {
-            let rounds = match options {
-                [] => crate::persist::LiveOptions::default().max_rounds,
-                [rounds] => rounds
+            let round_count = |rounds: &str| {
+                rounds
                     .parse()
-                    .map_err(|_| bad(format!("invalid round count {rounds:?}")))?,
-                _ => return Err(bad("checkpoint: too many words".to_string())),
+                    .map_err(|_| bad(format!("invalid round count {rounds:?}")))
+            };
+            let (rounds, base) = match options {
+                [] => (crate::persist::LiveOptions::default().max_rounds, None),
+                [rounds] => (round_count(rounds)?, None),
+                [rounds, id, path] => {
+                    let id = u128::from_str_radix(id, 16)
+                        .map_err(|_| bad(format!("invalid checkpoint identity {id:?}")))?;
+                    let base = (vgpu_migration::BaseId(id), path.to_string());
+                    (round_count(rounds)?, Some(base))
+                }
+                _ => return Err(bad("checkpoint: unexpected words".to_string())),
             };
             let file = file.ok_or(needs_file("checkpoint"))?;
-            checkpoint(registry, file, then, rounds, out)
+            checkpoint(registry, file, then, rounds, base, out)
         }
         ["restore"] => {
             let vgpu = registry.vm()?;
@@ -145,16 +154,31 @@ fn send_progress(out: &Arc<Mutex<UnixStream>>, progress: Progress) {
 }
 
 /// Writes the VM's checkpoint into `file`: its buffers copied in up to
-/// `rounds` rounds while the guest runs, or all while it waits (0).
+/// `rounds` rounds while the guest runs, or all while it waits (0); an
+/// incremental one when `base` names the VM's last whole checkpoint.
 fn checkpoint(
     registry: &Registry,
     file: File,
     then: &str,
     rounds: u32,
+    base: Option<(vgpu_migration::BaseId, String)>,
     out: &Arc<Mutex<UnixStream>>,
 ) -> Result<String, ErrorReply> {
     let vgpu = registry.vm()?;
     let id = registry.id;
+    let failed = |e: String| {
+        ErrorReply::new(
+            ErrorCode::CheckpointFailed,
+            format!("checkpoint of front-end {id} failed: {e}"),
+        )
+    };
+    let incremental = base
+        .map(|(given, path)| crate::persist::Incremental::against(&vgpu, given, path))
+        .transpose()
+        .map_err(|e| failed(error_chain(&e)))?;
+    if incremental.is_some() && rounds == 0 {
+        return Err(bad("an incremental checkpoint needs --rounds 1 or more"));
+    }
     let started = Instant::now();
     let progress_out = out.clone();
     let rate = move |bytes: u64| {
@@ -197,6 +221,7 @@ fn checkpoint(
             &vgpu,
             writer,
             &options,
+            incremental.as_ref(),
             Some(Box::new(progress)),
             Some(Box::new(round_progress)),
         )
@@ -218,10 +243,7 @@ fn checkpoint(
             if then != "resume" {
                 vgpu.resume();
             }
-            Err(ErrorReply::new(
-                ErrorCode::CheckpointFailed,
-                format!("checkpoint of front-end {id} failed: {e}"),
-            ))
+            Err(failed(e))
         }
     }
 }
