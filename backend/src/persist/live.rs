@@ -28,8 +28,8 @@ use crate::vgpu::{lock_within, Vgpu};
 /// How long a copy waits for its session's issued work; a session busy
 /// longer (or waiting on a user event) has its buffers read at the pause.
 const SETTLE: Duration = Duration::from_secs(1);
-/// How long a copy waits for its session's batch in progress.
-const LOCK: Duration = Duration::from_millis(500);
+/// How long a copy waits for its session's batches in progress.
+const LOCK: Duration = crate::executor::QUIESCE_DRAIN;
 
 /// How a checkpoint taken while the guest runs proceeds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +40,9 @@ pub struct LiveOptions {
     /// A round that copies at most this many bytes is the last one: what
     /// it left behind is about what the pause has to read.
     pub pause_bytes: u64,
+    /// Hold the guest's calls from the pause on (`vgpu.pause()`), for the
+    /// caller to resume later; otherwise it resumes once captured.
+    pub stay_paused: bool,
 }
 
 impl Default for LiveOptions {
@@ -47,6 +50,7 @@ impl Default for LiveOptions {
         LiveOptions {
             max_rounds: 5,
             pause_bytes: 16 << 20,
+            stay_paused: false,
         }
     }
 }
@@ -142,10 +146,37 @@ fn session_states(vgpu: &Vgpu) -> Vec<(u64, Arc<Mutex<SessionState>>)> {
     states
 }
 
+/// Holds the vGPU's new chains while one buffer is copied: a session that
+/// runs batch after batch would otherwise always take its lock first. The
+/// guest waits for one buffer's read at most; a vGPU paused already (by an
+/// operator) stays so.
+struct Hold<'a> {
+    vgpu: &'a Arc<Vgpu>,
+    ours: bool,
+}
+
+impl<'a> Hold<'a> {
+    fn new(vgpu: &'a Arc<Vgpu>) -> Hold<'a> {
+        let ours = !vgpu.is_paused();
+        if ours {
+            vgpu.pause();
+        }
+        Hold { vgpu, ours }
+    }
+}
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        if self.ours {
+            self.vgpu.resume();
+        }
+    }
+}
+
 /// Copies every buffer not copied yet or written since its copy; returns
 /// the bytes copied.
 fn copy_round(
-    vgpu: &Vgpu,
+    vgpu: &Arc<Vgpu>,
     staging: &mut Staging,
     round: u32,
     progress: &mut Option<RoundFn>,
@@ -156,6 +187,7 @@ fn copy_round(
     };
     for (_, state) in session_states(vgpu) {
         let sources = {
+            let _hold = Hold::new(vgpu);
             let Some(mut session) = lock_within(&state, LOCK) else {
                 continue;
             };
@@ -176,6 +208,7 @@ fn copy_round(
             if staging.is_fresh(source.as_ref()) {
                 continue;
             }
+            let hold = Hold::new(vgpu);
             let Some(mut session) = lock_within(&state, LOCK) else {
                 continue;
             };
@@ -190,6 +223,7 @@ fn copy_round(
             let copied_at = advance();
             let data = read_whole(source.as_mut())?;
             drop(session);
+            drop(hold);
             report.copied += data.len() as u64;
             staging.copies.insert(key, Staged { copied_at, data });
             if let Some(progress) = progress.as_mut() {
@@ -203,7 +237,7 @@ fn copy_round(
 /// Copies in rounds until they converge; returns the staged contents and
 /// the number of rounds run.
 pub(crate) fn precopy(
-    vgpu: &Vgpu,
+    vgpu: &Arc<Vgpu>,
     options: &LiveOptions,
     base: Option<Arc<CheckpointBase>>,
     mut progress: Option<RoundFn>,
@@ -373,7 +407,7 @@ impl Incremental {
 /// contents while it runs (see the module's description); the report's
 /// `pause` is the only time the guest waited.
 pub fn save_live<W: Write>(
-    vgpu: &Vgpu,
+    vgpu: &Arc<Vgpu>,
     out: W,
     options: &LiveOptions,
     incremental: Option<&Incremental>,
@@ -384,6 +418,9 @@ pub fn save_live<W: Write>(
     let base = incremental.map(|i| i.base.clone());
     let (staging, round_count, precopied) = precopy(vgpu, options, base, rounds)?;
     let precopy_time = started.elapsed();
+    if options.stay_paused {
+        vgpu.pause();
+    }
     let (mut captured, report) = capture(vgpu, staging)?;
     let t = Instant::now();
     let (out, summary) = write(&captured, out, incremental, progress)?;

@@ -211,6 +211,14 @@ impl Vgpu {
         }
     }
 
+    /// Whether chains are held (see `pause`).
+    pub fn is_paused(&self) -> bool {
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
     /// Stops running batches: chains that arrive wait until `resume`.
     pub fn pause(&self) {
         self.held

@@ -206,15 +206,18 @@ fn checkpoint(
         };
         send_progress(&round_out, progress);
     };
-    if then != "resume" {
-        vgpu.pause();
-    }
     let writer = BufWriter::with_capacity(1 << 20, file);
     let saved = if rounds == 0 {
+        if then != "resume" {
+            vgpu.pause();
+        }
         crate::persist::save(&vgpu, writer, Some(Box::new(progress)))
     } else {
+        // The guest computes during the rounds, and is held from the
+        // pause on when it is to stay paused.
         let options = crate::persist::LiveOptions {
             max_rounds: rounds,
+            stay_paused: then != "resume",
             ..Default::default()
         };
         crate::persist::save_live(
