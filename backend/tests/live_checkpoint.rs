@@ -375,3 +375,22 @@ fn an_incremental_checkpoint_holds_only_what_changed_and_restores_with_its_base(
     step(&mut raw, 3);
     assert_eq!(steps_matching(&read_a(&mut raw), 5), Some(4));
 }
+
+#[test]
+fn a_checkpoint_then_pause_leaves_the_vgpu_paused_until_resumed() {
+    let backend = Backend::start();
+    let mut raw = backend.raw();
+    setup(&mut raw);
+    step(&mut raw, 0);
+    let file = backend.dir().join("paused.ckpt");
+    let (ok, out) = backend.ctl(&["checkpoint", file.to_str().unwrap(), "--then", "pause"]);
+    assert!(ok, "checkpoint failed: {out}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(report["rounds"].as_u64().unwrap() >= 1, "{report}");
+    assert_eq!(backend.status()["vms"][0]["paused"], true);
+    let (ok, out) = backend.ctl(&["resume"]);
+    assert!(ok, "{out}");
+    assert_eq!(backend.status()["vms"][0]["paused"], false);
+    step(&mut raw, 1);
+    assert_eq!(steps_matching(&read_a(&mut raw), 2), Some(2));
+}
