@@ -111,6 +111,20 @@ pub struct ReportReply {
     pub rebuild_ms: f64,
     pub upload_ms: f64,
     pub pause_ms: f64,
+    /// Copy rounds while the guest ran (0 for stop-and-copy and restores).
+    #[serde(default)]
+    pub rounds: u32,
+    /// Bytes copied while the guest ran.
+    #[serde(default)]
+    pub precopied_bytes: u64,
+    /// Bytes of buffer contents read while the guest waited.
+    #[serde(default)]
+    pub paused_bytes: u64,
+    #[serde(default)]
+    pub precopy_ms: f64,
+    /// Writing the stream once the guest resumed.
+    #[serde(default)]
+    pub write_ms: f64,
 }
 
 /// `rehome`.
@@ -200,6 +214,11 @@ pub struct Progress {
     pub buffer_bytes: u64,
     pub buffer_total: u64,
     pub rate_mb_s: f64,
+    /// While buffers are copied as the guest runs: the copy round (from
+    /// 1); `bytes` is then what the round copied, `buffer_total` what it
+    /// listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round: Option<u32>,
 }
 
 /// Stable error codes: scripts may match on these.

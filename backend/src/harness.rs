@@ -94,4 +94,15 @@ impl InProcess {
     pub fn object_counts(&self) -> Vec<u64> {
         self.state.exec.object_counts()
     }
+
+    /// What a checkpoint would copy while the guest runs, from every
+    /// executor part of the session.
+    pub fn live_buffers(&mut self) -> Vec<Box<dyn crate::executor::BufferSource>> {
+        self.state
+            .exec
+            .sessions
+            .iter_mut()
+            .flat_map(|s| s.live_buffers().expect("live buffers of a harness session"))
+            .collect()
+    }
 }

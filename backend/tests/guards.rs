@@ -535,6 +535,7 @@ fn crafted(
                 .write_buffer_chunk(session, buffer, offset, data)
                 .expect("write buffer"),
             Item::End(_) => break,
+            Item::Base { .. } | Item::BaseRef { .. } => unreachable!("a whole checkpoint"),
         }
     }
     let (out, _) = writer.finish().expect("finish");

@@ -372,6 +372,9 @@ fn restore_onto_a_device_that_cannot_honour_the_profile_is_refused() {
                     .unwrap();
             }
             vgpu_migration::Item::End(_) => break,
+            vgpu_migration::Item::Base { .. } | vgpu_migration::Item::BaseRef { .. } => {
+                unreachable!("a whole checkpoint")
+            }
         }
     }
     writer.finish().unwrap();

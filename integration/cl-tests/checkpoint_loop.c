@@ -4,7 +4,9 @@
  * iteration's constant passed as a kernel argument, printing "PROGRESS <i>"
  * (after a clFinish) every -p iterations. At the end every element of every
  * buffer is checked against a closed form computed on the CPU, and the
- * checksum covers all buffers.
+ * checksum covers all buffers. With -a N only the first N buffers are
+ * updated (the others keep their initial contents): a guest that writes
+ * part of its state, for checkpoints and migrations that copy while it runs.
  *
  * Update, per element j of buffer k, ROUNDS times per launch:
  *     v = v * A + (c + r) + j * g_k          (mod 2^32)
@@ -45,12 +47,14 @@ int main(int argc, char **argv)
 {
     cltest_env env;
     cltest_init("checkpoint_loop");
-    cltest_args_check(argc, argv, "mip", "[-m MIB_TOTAL] [-i ITERATIONS] [-p PROGRESS_EVERY]");
+    cltest_args_check(argc, argv, "mipa",
+                      "[-m MIB_TOTAL] [-i ITERATIONS] [-p PROGRESS_EVERY] [-a ACTIVE_BUFFERS]");
     long mib = cltest_arg(argc, argv, "-m", cltest_quick() ? 8 : 64);
     long iters = cltest_arg(argc, argv, "-i", cltest_quick() ? 30 : 130);
     long every = cltest_arg(argc, argv, "-p", iters >= 20 ? iters / 20 : 1);
-    if (mib < 1 || mib > 65536 || iters < 1 || every < 1)
-        cltest_fail("-m must be 1..65536, -i and -p >= 1");
+    long active = cltest_arg(argc, argv, "-a", NBUF);
+    if (mib < 1 || mib > 65536 || iters < 1 || every < 1 || active < 0 || active > NBUF)
+        cltest_fail("-m must be 1..65536, -i and -p >= 1, -a 0..8");
 
     size_t bytes = (size_t)mib * 1024 * 1024 / NBUF;
     size_t elems = bytes / sizeof(cl_uint);
@@ -72,7 +76,7 @@ int main(int argc, char **argv)
     double t0 = cltest_now();
     size_t global = elems;
     for (long it = 0; it < iters; it++) {
-        for (unsigned b = 0; b < NBUF; b++) {
+        for (unsigned b = 0; b < (unsigned)active; b++) {
             cl_uint c = step_const(b, it), g = buf_mult(b);
             CL_CHECK(clSetKernelArg(k, 0, sizeof(cl_mem), &buf[b]));
             CL_CHECK(clSetKernelArg(k, 1, sizeof(cl_uint), &c));
@@ -90,7 +94,7 @@ int main(int argc, char **argv)
     uint64_t h = CLTEST_FNV_INIT;
     for (unsigned b = 0; b < NBUF; b++) {
         uint32_t p = 1, q = 0, r = 0;
-        for (long it = 0; it < iters; it++) {
+        for (long it = 0; b < (unsigned)active && it < iters; it++) {
             uint32_t c = step_const(b, it);
             for (uint32_t rr = 0; rr < ROUNDS; rr++) {
                 p *= MULT;

@@ -28,4 +28,7 @@ pub use profile::{
     VectorWidths, Version, MEMORY_GRANULE,
 };
 pub use state::*;
-pub use stream::{Item, Progress, ReadError, StreamReader, StreamWriter, Summary, WriteError};
+pub use stream::{
+    base_id, merge, BaseId, Item, MergeError, Progress, ReadError, StreamReader, StreamWriter,
+    Summary, WriteError,
+};

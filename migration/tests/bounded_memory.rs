@@ -102,6 +102,7 @@ fn a_gibibyte_streams_in_bounded_memory() {
                 received += data.len() as u64;
             }
             Item::End(summary) => end = Some(summary),
+            Item::Base { .. } | Item::BaseRef { .. } => panic!("a whole stream has no base"),
         }
     }
     let written = writer.join().expect("writer thread");

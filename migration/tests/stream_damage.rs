@@ -49,6 +49,9 @@ fn read_until_error(bytes: &[u8], damage_at: usize) -> ReadError {
                 panic!("damage at byte {damage_at} was not noticed")
             }
             Ok(Some(Item::State(_))) => {}
+            Ok(Some(Item::Base { .. } | Item::BaseRef { .. })) => {
+                panic!("a whole stream never refers to a base")
+            }
             Err(e) => return e,
         }
     }

@@ -67,12 +67,25 @@ enum Command {
         vm: Option<u64>,
         #[arg(long, value_enum, default_value = "resume")]
         then: Then,
+        /// Copy buffers in at most this many rounds while the guest keeps
+        /// computing, pausing it only for the objects and what was written
+        /// since; 0 copies everything while it waits (stop-and-copy).
+        #[arg(long, default_value_t = 5)]
+        rounds: u32,
+        /// Write only the buffers changed since BASE, the vGPU's last
+        /// whole checkpoint, and refer to BASE for the rest (restore with
+        /// `restore FILE --base BASE`).
+        #[arg(long, value_name = "BASE")]
+        incremental: Option<PathBuf>,
     },
     /// Replace the vGPU with the one in FILE (all or nothing).
     Restore {
         file: PathBuf,
         #[arg(long)]
         vm: Option<u64>,
+        /// The whole checkpoint an incremental FILE was taken against.
+        #[arg(long)]
+        base: Option<PathBuf>,
     },
     /// Move every vGPU, running, to another OpenCL device of this host.
     Rehome {
@@ -143,13 +156,32 @@ fn command_line(command: &Command) -> Result<String, String> {
     let words: Vec<String> = match command {
         Command::Status => vec!["status".into()],
         Command::Metrics | Command::Top { .. } => vec!["metrics".into()],
-        Command::Checkpoint { file, vm, then } => vec![
-            "checkpoint".into(),
-            path_word(file)?,
-            vm_word(*vm),
-            format!("{then:?}").to_lowercase(),
-        ],
-        Command::Restore { file, vm } => vec!["restore".into(), path_word(file)?, vm_word(*vm)],
+        Command::Checkpoint {
+            file,
+            vm,
+            then,
+            rounds,
+            incremental,
+        } => {
+            let mut words = vec![
+                "checkpoint".into(),
+                path_word(file)?,
+                vm_word(*vm),
+                format!("{then:?}").to_lowercase(),
+                rounds.to_string(),
+            ];
+            if let Some(base) = incremental {
+                words.push(path_word(base)?);
+            }
+            words
+        }
+        Command::Restore { file, vm, base } => {
+            let mut words = vec!["restore".into(), path_word(file)?, vm_word(*vm)];
+            if let Some(base) = base {
+                words.push(path_word(base)?);
+            }
+            words
+        }
         Command::Rehome { device } => vec!["rehome".into(), device.clone()],
         Command::Profile { file, vm } => vec!["profile".into(), path_word(file)?, vm_word(*vm)],
         Command::Accepts { file } => vec!["accepts".into(), path_word(file)?],
@@ -170,6 +202,11 @@ fn ask(control: &std::path::Path, line: &str, json: bool) -> std::io::Result<Str
             Ok(Line::Progress { progress }) => {
                 if json {
                     eprintln!("{answer}");
+                } else if let Some(round) = progress.round {
+                    eprintln!(
+                        "round {round}: copied {} of {} buffer bytes while the guest runs",
+                        progress.bytes, progress.buffer_total
+                    );
                 } else {
                     eprintln!(
                         "progress: {} bytes written, {} of {} buffer bytes, {:.1} MB/s",

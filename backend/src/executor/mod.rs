@@ -4,6 +4,7 @@
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod opencl;
+pub mod written;
 
 /// How long a quiesce (checkpoint, migration, re-home) waits for one
 /// session's batch in progress before it fails that session's waits.
@@ -63,6 +64,19 @@ impl SnapshotError {
 pub trait BufferSource: Send {
     fn size(&self) -> u64;
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), Status>;
+
+    /// The device object read, as its write mark's serial number and a
+    /// part of it; `None` for an untracked object, which a copy taken
+    /// while the guest runs must take again at the pause.
+    fn object(&self) -> Option<(u64, u64)> {
+        None
+    }
+
+    /// The latest epoch at which the object may have been written (see
+    /// `written`); untracked objects always count as just written.
+    fn written_at(&self) -> u64 {
+        u64::MAX
+    }
 }
 
 /// Writes one restored buffer's contents to the device.
@@ -144,6 +158,20 @@ pub trait ExecSession: Send {
     /// caller: no call runs meanwhile).
     fn save(&mut self, _id: u64) -> Result<SavedSession, SnapshotError> {
         Err(SnapshotError::Unsupported("this executor's sessions"))
+    }
+
+    /// The contents a save would carry, for copies taken while the guest
+    /// runs (the caller holds the session: no call runs meanwhile). A
+    /// buffer missing here is read at the pause instead.
+    fn live_buffers(&mut self) -> Result<Vec<Box<dyn BufferSource>>, SnapshotError> {
+        Ok(Vec::new())
+    }
+
+    /// Waits at most `limit` for the session's issued work, without
+    /// failing anything the guest waits on; whether it all finished (a
+    /// copy taken while the guest runs needs it finished).
+    fn settle(&mut self, _limit: Duration) -> Result<bool, SnapshotError> {
+        Ok(true)
     }
 
     /// Counts the session's objects and device memory against its VM's

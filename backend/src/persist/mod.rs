@@ -16,6 +16,11 @@ use crate::executor::{Executor, SavedSession, SnapshotError};
 use crate::vgpu::session::{ExecSessions, SessionState, VmBounds};
 use crate::vgpu::Vgpu;
 
+mod base;
+mod live;
+pub use base::CheckpointBase;
+pub use live::{save_live, Incremental, LiveOptions, RoundFn, RoundProgress};
+
 /// Bytes of buffer contents per stream chunk (the stream's limit).
 const CHUNK: usize = 4 << 20;
 /// An opcode of each API: the executor serving it owns that part of a
@@ -58,6 +63,10 @@ pub enum Error {
     },
     #[error("cannot quiesce the vGPU")]
     Quiesce(#[from] crate::vgpu::Stuck),
+    #[error("this is an incremental checkpoint (taken against {path}): restore it with its base")]
+    Incremental { path: String },
+    #[error("the base given ({given:032x}) is not this vGPU's last whole checkpoint ({last}): take a whole one first")]
+    NotTheBase { given: u128, last: String },
 }
 
 /// Hears of every chunk a long save writes.
@@ -79,6 +88,16 @@ pub struct Report {
     pub upload: Duration,
     /// From quiesce to resume (the guest-visible pause).
     pub pause: Duration,
+    /// Copy rounds run while the guest computed (0: stop-and-copy).
+    pub rounds: u32,
+    /// Bytes copied while the guest computed (re-copies included).
+    pub precopied_bytes: u64,
+    /// Bytes of buffer contents read during the pause.
+    pub paused_bytes: u64,
+    /// Time of the copy rounds.
+    pub precopy: Duration,
+    /// Writing the stream after the guest resumed.
+    pub write: Duration,
 }
 
 fn index_of(executors: &[Arc<dyn Executor>], opcode: u32) -> Option<usize> {
@@ -412,6 +431,8 @@ pub fn save<W: Write>(
         };
         let t = Instant::now();
         let mut saved = save_sessions(sessions)?;
+        // Nothing is written while quiesced: the contents are those of now.
+        let copied_at = crate::executor::written::advance();
         report.drain = saved.iter().map(|s| s.drain).sum();
         report.serialize = t.elapsed().saturating_sub(report.drain);
         let state = m::VgpuState::V1(m::VgpuStateV1 {
@@ -421,7 +442,8 @@ pub fn save<W: Write>(
         });
         state.validate()?;
         let t = Instant::now();
-        let mut writer = m::StreamWriter::new(out)?;
+        let mut base = CheckpointBase::new(m::BaseId::random());
+        let mut writer = m::StreamWriter::with_identity(out, base.id)?;
         if let Some(progress) = progress {
             writer.on_progress(progress);
         }
@@ -430,6 +452,12 @@ pub fn save<W: Write>(
         for session in saved.iter_mut() {
             let id = session.state.id();
             for (buffer, source) in session.buffers.iter_mut() {
+                let taken = base::Taken {
+                    session: id,
+                    buffer: *buffer,
+                    copied_at,
+                };
+                base.note(source.as_ref(), taken);
                 let size = source.size();
                 let mut offset = 0u64;
                 while offset < size {
@@ -443,8 +471,13 @@ pub fn save<W: Write>(
             }
         }
         let (out, summary) = writer.finish()?;
+        *vgpu
+            .checkpoint_base
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(base));
         report.upload = t.elapsed();
         report.buffer_bytes = summary.buffer_bytes;
+        report.paused_bytes = summary.buffer_bytes;
         report.stream_bytes = summary.stream_bytes;
         report.pause = started.elapsed();
         Ok((out, report))
@@ -494,6 +527,10 @@ fn load<R: Read>(
                     .and_then(|i| restored[*i].sinks.get_mut(&buffer))
                     .ok_or(Error::UnknownBuffer { session, buffer })?;
                 sink.write(offset, data).map_err(Error::Buffer)?;
+            }
+            Some(m::Item::Base { path, .. }) => return Err(Error::Incremental { path }),
+            Some(m::Item::BaseRef { .. }) => {
+                unreachable!("the reader hands out base refs only after a base")
             }
             Some(m::Item::End(summary)) => {
                 report.buffer_bytes = summary.buffer_bytes;
@@ -650,6 +687,11 @@ impl From<&Report> for crate::control_schema::ReportReply {
             rebuild_ms: ms(report.rebuild),
             upload_ms: ms(report.upload),
             pause_ms: ms(report.pause),
+            rounds: report.rounds,
+            precopied_bytes: report.precopied_bytes,
+            paused_bytes: report.paused_bytes,
+            precopy_ms: ms(report.precopy),
+            write_ms: ms(report.write),
         }
     }
 }

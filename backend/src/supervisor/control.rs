@@ -9,8 +9,8 @@
 //! |---|---|
 //! | `status` | |
 //! | `metrics` | |
-//! | `checkpoint` | FILE, VM id or `-`, then: `resume` / `pause` / `exit` |
-//! | `restore` | FILE, VM id or `-` |
+//! | `checkpoint` | FILE, VM id or `-`, then: `resume` / `pause` / `exit`, copy rounds while the guest runs (default 5; 0: stop-and-copy), optionally the BASE of an incremental checkpoint |
+//! | `restore` | FILE, VM id or `-`, optionally the BASE an incremental FILE was taken against |
 //! | `rehome` | device SPEC |
 //! | `pause`, `resume` | VM id or `-` |
 //! | `profile` | FILE, VM id or `-`: write the profile the VM's guests saw |
@@ -148,8 +148,22 @@ fn run(words: &[&str], supervisor: &Supervisor, out: &Out) -> Result<String, Err
             }
             // The worker writes into the file the supervisor created next
             // to FILE; only a complete checkpoint replaces FILE.
+            let mut words = vec!["checkpoint", then];
+            if let Some(rounds) = rest.get(2) {
+                rounds
+                    .parse::<u32>()
+                    .map_err(|_| bad(format!("invalid round count {rounds:?}")))?;
+                words.push(rounds);
+            }
+            let base = match rest.get(3) {
+                Some(base) => Some(super::incremental::base_words(base, file)?),
+                None => None,
+            };
+            if let Some((id, path)) = &base {
+                words.extend([id.as_str(), path.as_str()]);
+            }
             let written = vgpu_migration::write_atomically(Path::new(file), |w| {
-                relay(&worker, &["checkpoint", then], Some(w.get_ref()), out)
+                relay(&worker, &words, Some(w.get_ref()), out)
             });
             written.map_err(|e| match e {
                 vgpu_migration::AtomicWriteError::Write { source, .. } => source,
@@ -161,6 +175,12 @@ fn run(words: &[&str], supervisor: &Supervisor, out: &Out) -> Result<String, Err
                         error_chain(&other)
                     ),
                 ),
+            })
+        }
+        ["restore", file, vm, base] => {
+            let worker = one(supervisor, Some(vm))?;
+            super::incremental::restore(&worker, file, base, |merged| {
+                relay(&worker, &["restore"], Some(merged), out)
             })
         }
         ["restore", file, rest @ ..] => {

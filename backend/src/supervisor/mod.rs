@@ -10,6 +10,7 @@
 pub mod control;
 pub mod exporter;
 mod gather;
+mod incremental;
 mod link;
 
 use std::ffi::OsString;

@@ -35,7 +35,7 @@ pub struct Stuck {
 }
 
 /// Locks `state`, waiting at most `limit` for the batch that holds it.
-fn lock_within(
+pub(crate) fn lock_within(
     state: &Mutex<SessionState>,
     limit: std::time::Duration,
 ) -> Option<MutexGuard<'_, SessionState>> {
@@ -103,6 +103,8 @@ pub struct Vgpu {
     metrics: Arc<crate::vgpu::metrics::VmMetrics>,
     /// Batches handed to session threads and not finished, all sessions.
     jobs_queued: Arc<AtomicUsize>,
+    /// The last whole checkpoint written, which incremental ones refer to.
+    pub(crate) checkpoint_base: Mutex<Option<Arc<crate::persist::CheckpointBase>>>,
 }
 
 /// The profile of the OpenCL executor among `executors` (empty without one).
@@ -134,6 +136,7 @@ impl Vgpu {
             admitted: Default::default(),
             metrics: Default::default(),
             jobs_queued: Default::default(),
+            checkpoint_base: Mutex::new(None),
         })
     }
 
@@ -206,6 +209,14 @@ impl Vgpu {
             objects,
             paused,
         }
+    }
+
+    /// Whether chains are held (see `pause`).
+    pub fn is_paused(&self) -> bool {
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
     }
 
     /// Stops running batches: chains that arrive wait until `resume`.

@@ -43,8 +43,25 @@ pub fn run(
     match words {
         ["status"] => Ok(to_line(&status(registry))),
         ["metrics"] => Ok(to_line(&metrics(registry))),
-        ["checkpoint", then] => {
-            checkpoint(registry, file.ok_or(needs_file("checkpoint"))?, then, out)
+        ["checkpoint", then, options @ ..] => {
+            let round_count = |rounds: &str| {
+                rounds
+                    .parse()
+                    .map_err(|_| bad(format!("invalid round count {rounds:?}")))
+            };
+            let (rounds, base) = match options {
+                [] => (crate::persist::LiveOptions::default().max_rounds, None),
+                [rounds] => (round_count(rounds)?, None),
+                [rounds, id, path] => {
+                    let id = u128::from_str_radix(id, 16)
+                        .map_err(|_| bad(format!("invalid checkpoint identity {id:?}")))?;
+                    let base = (vgpu_migration::BaseId(id), path.to_string());
+                    (round_count(rounds)?, Some(base))
+                }
+                _ => return Err(bad("checkpoint: unexpected words".to_string())),
+            };
+            let file = file.ok_or(needs_file("checkpoint"))?;
+            checkpoint(registry, file, then, rounds, base, out)
         }
         ["restore"] => {
             let vgpu = registry.vm()?;
@@ -126,37 +143,93 @@ pub fn run(
     }
 }
 
+/// Writes one progress line.
+fn send_progress(out: &Arc<Mutex<UnixStream>>, progress: Progress) {
+    let line = Line::Progress { progress };
+    let _ = writeln!(
+        out.lock().unwrap_or_else(|e| e.into_inner()),
+        "{}",
+        to_line(&line)
+    );
+}
+
+/// Writes the VM's checkpoint into `file`: its buffers copied in up to
+/// `rounds` rounds while the guest runs, or all while it waits (0); an
+/// incremental one when `base` names the VM's last whole checkpoint.
 fn checkpoint(
     registry: &Registry,
     file: File,
     then: &str,
+    rounds: u32,
+    base: Option<(vgpu_migration::BaseId, String)>,
     out: &Arc<Mutex<UnixStream>>,
 ) -> Result<String, ErrorReply> {
     let vgpu = registry.vm()?;
     let id = registry.id;
+    let failed = |e: String| {
+        ErrorReply::new(
+            ErrorCode::CheckpointFailed,
+            format!("checkpoint of front-end {id} failed: {e}"),
+        )
+    };
+    let incremental = base
+        .map(|(given, path)| crate::persist::Incremental::against(&vgpu, given, path))
+        .transpose()
+        .map_err(|e| failed(error_chain(&e)))?;
+    if incremental.is_some() && rounds == 0 {
+        return Err(bad("an incremental checkpoint needs --rounds 1 or more"));
+    }
     let started = Instant::now();
     let progress_out = out.clone();
-    let progress = move |p: &vgpu_migration::Progress| {
-        let rate = p.stream_bytes as f64 / started.elapsed().as_secs_f64().max(1e-9) / 1e6;
-        let line = Line::Progress {
-            progress: Progress {
-                bytes: p.stream_bytes,
-                buffer_bytes: p.buffer_bytes,
-                buffer_total: p.buffer_total,
-                rate_mb_s: (rate * 10.0).round() / 10.0,
-            },
-        };
-        let _ = writeln!(
-            progress_out.lock().unwrap_or_else(|e| e.into_inner()),
-            "{}",
-            to_line(&line)
-        );
+    let rate = move |bytes: u64| {
+        let rate = bytes as f64 / started.elapsed().as_secs_f64().max(1e-9) / 1e6;
+        (rate * 10.0).round() / 10.0
     };
-    if then != "resume" {
-        vgpu.pause();
-    }
+    let progress = move |p: &vgpu_migration::Progress| {
+        let progress = Progress {
+            bytes: p.stream_bytes,
+            buffer_bytes: p.buffer_bytes,
+            buffer_total: p.buffer_total,
+            rate_mb_s: rate(p.stream_bytes),
+            round: None,
+        };
+        send_progress(&progress_out, progress);
+    };
+    let round_out = out.clone();
+    let round_progress = move |p: &crate::persist::RoundProgress| {
+        let progress = Progress {
+            bytes: p.copied,
+            buffer_bytes: p.copied,
+            buffer_total: p.listed,
+            rate_mb_s: rate(p.copied),
+            round: Some(p.round),
+        };
+        send_progress(&round_out, progress);
+    };
     let writer = BufWriter::with_capacity(1 << 20, file);
-    let result = crate::persist::save(&vgpu, writer, Some(Box::new(progress)))
+    let saved = if rounds == 0 {
+        if then != "resume" {
+            vgpu.pause();
+        }
+        crate::persist::save(&vgpu, writer, Some(Box::new(progress)))
+    } else {
+        // The guest computes during the rounds, and is held from the
+        // pause on when it is to stay paused.
+        let options = crate::persist::LiveOptions {
+            max_rounds: rounds,
+            stay_paused: then != "resume",
+            ..Default::default()
+        };
+        crate::persist::save_live(
+            &vgpu,
+            writer,
+            &options,
+            incremental.as_ref(),
+            Some(Box::new(progress)),
+            Some(Box::new(round_progress)),
+        )
+    };
+    let result = saved
         .map_err(|e| error_chain(&e))
         .and_then(|(writer, report)| {
             let file = writer.into_inner().map_err(|e| e.error().to_string())?;
@@ -173,10 +246,7 @@ fn checkpoint(
             if then != "resume" {
                 vgpu.resume();
             }
-            Err(ErrorReply::new(
-                ErrorCode::CheckpointFailed,
-                format!("checkpoint of front-end {id} failed: {e}"),
-            ))
+            Err(failed(e))
         }
     }
 }

@@ -75,6 +75,8 @@ fn read(stream: &[u8]) -> Option<(VgpuState, Vec<Chunk>)> {
                 data: data.to_vec(),
             }),
             Some(Item::End(_)) | None => break,
+            // Incremental checkpoints are merged before a restore reads them.
+            Some(Item::Base { .. } | Item::BaseRef { .. }) => return None,
         }
     }
     Some((state?, chunks))

@@ -73,6 +73,14 @@ impl BufferIndex {
         self.total
     }
 
+    /// The size of a buffer the stream carries.
+    pub fn size(&self, session: u64, buffer: ObjectId) -> Result<u64, BufferError> {
+        self.slots
+            .get(&(session, buffer))
+            .map(|s| s.size)
+            .ok_or(BufferError::Unknown { session, buffer })
+    }
+
     /// Accounts for `len` bytes at `offset` of a buffer.
     pub fn advance(
         &mut self,

@@ -15,8 +15,14 @@ pub const BUFFER_HEAD_LEN: usize = 24;
 pub const STATE_HEAD_LEN: usize = 8;
 /// Bytes of an end chunk's payload.
 pub const END_LEN: usize = 28;
+/// Bytes of a base chunk's payload before the base's path.
+pub const BASE_HEAD_LEN: usize = 16;
+/// Bytes of an identity chunk's payload.
+pub const IDENTITY_LEN: usize = 16;
+/// Bytes of a base-ref chunk's payload.
+pub const BASE_REF_LEN: usize = 32;
 
-/// The chunk kinds of format version 1.
+/// The chunk kinds (`Base` and `BaseRef` only in format version 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub enum ChunkKind {
@@ -26,6 +32,12 @@ pub enum ChunkKind {
     BufferData = 2,
     /// Totals; the last chunk.
     End = 3,
+    /// The whole checkpoint an incremental one is taken against; first.
+    Base = 4,
+    /// A buffer whose contents are those of a buffer of the base.
+    BaseRef = 5,
+    /// The checkpoint's identity (`BaseId`); optional, first.
+    Identity = OPTIONAL_BIT | 1,
 }
 
 impl ChunkKind {
@@ -34,6 +46,9 @@ impl ChunkKind {
             1 => Some(ChunkKind::State),
             2 => Some(ChunkKind::BufferData),
             3 => Some(ChunkKind::End),
+            4 => Some(ChunkKind::Base),
+            5 => Some(ChunkKind::BaseRef),
+            k if k == OPTIONAL_BIT | 1 => Some(ChunkKind::Identity),
             _ => None,
         }
     }
@@ -44,6 +59,9 @@ impl ChunkKind {
             ChunkKind::State => STATE_HEAD_LEN as u64 + MAX_STATE_PART,
             ChunkKind::BufferData => (BUFFER_HEAD_LEN + MAX_BUFFER_CHUNK) as u64,
             ChunkKind::End => END_LEN as u64,
+            ChunkKind::Base => (BASE_HEAD_LEN + super::MAX_BASE_PATH) as u64,
+            ChunkKind::BaseRef => BASE_REF_LEN as u64,
+            ChunkKind::Identity => IDENTITY_LEN as u64,
         }
     }
 
@@ -52,6 +70,9 @@ impl ChunkKind {
             ChunkKind::State => "state",
             ChunkKind::BufferData => "buffer data",
             ChunkKind::End => "end",
+            ChunkKind::Base => "base",
+            ChunkKind::BaseRef => "base ref",
+            ChunkKind::Identity => "identity",
         }
     }
 }

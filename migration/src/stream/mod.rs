@@ -10,20 +10,31 @@
 
 mod buffers;
 mod chunk;
+mod identity;
+mod merge;
 mod reader;
 mod writer;
 
 pub use buffers::BufferError;
 pub use chunk::ChunkKind;
+pub use identity::base_id;
+pub use merge::{merge, MergeError};
 pub use reader::{Item, ReadError, StreamReader};
 pub use writer::{StreamWriter, WriteError};
 
 /// First bytes of every stream.
 pub const MAGIC: [u8; 8] = *b"VGPUSNAP";
-/// The format version this build writes.
+/// The format version this build writes for a whole checkpoint.
 pub const FORMAT_VERSION: u32 = 1;
+/// The format version of an incremental checkpoint (base and base-ref
+/// chunks): builds that know only version 1 refuse it.
+pub const DELTA_FORMAT_VERSION: u32 = 2;
 /// The oldest format version this build reads.
 pub const MIN_FORMAT_VERSION: u32 = 1;
+/// The newest format version this build reads.
+pub const MAX_FORMAT_VERSION: u32 = DELTA_FORMAT_VERSION;
+/// Longest base path an incremental checkpoint records.
+pub const MAX_BASE_PATH: usize = 4096;
 /// Magic, version, flags.
 pub const HEADER_LEN: u64 = 16;
 /// Kind and length before a chunk's payload.
@@ -52,6 +63,30 @@ pub struct Summary {
     pub buffer_bytes: u64,
     /// Bytes of the whole stream, end chunk included.
     pub stream_bytes: u64,
+    /// The checkpoint's identity chunk, if it has one.
+    pub identity: Option<BaseId>,
+}
+
+/// Names a whole checkpoint, so an incremental one can say which it was
+/// taken against. Random, written in the checkpoint's first chunk (an
+/// optional kind: builds that do not know it skip it). The end chunk's
+/// stream CRC cannot serve: every chunk is followed by its own CRC, which
+/// brings a CRC-32 register back to the same value, so that CRC is the
+/// same for every stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct BaseId(pub u128);
+
+impl BaseId {
+    /// A fresh random identity.
+    pub fn random() -> BaseId {
+        use std::hash::{BuildHasher, Hasher};
+        let half = || {
+            std::collections::hash_map::RandomState::new()
+                .build_hasher()
+                .finish()
+        };
+        BaseId(u128::from(half()) << 64 | u128::from(half()))
+    }
 }
 
 /// How far a long write or read has got, reported after every chunk.

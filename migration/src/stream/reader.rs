@@ -10,10 +10,13 @@
 use std::io::Read;
 
 use super::buffers::{BufferError, BufferIndex};
-use super::chunk::{self, ChunkKind, StreamCrc, BUFFER_HEAD_LEN, END_LEN, STATE_HEAD_LEN};
+use super::chunk::{
+    self, ChunkKind, StreamCrc, BASE_HEAD_LEN, BASE_REF_LEN, BUFFER_HEAD_LEN, END_LEN,
+    IDENTITY_LEN, STATE_HEAD_LEN,
+};
 use super::{
-    Progress, ProgressFn, Summary, CHUNK_HEAD_LEN, CHUNK_TAIL_LEN, FORMAT_VERSION, HEADER_LEN,
-    MAGIC, MAX_STATE_LEN, MIN_FORMAT_VERSION,
+    BaseId, Progress, ProgressFn, Summary, CHUNK_HEAD_LEN, CHUNK_TAIL_LEN, DELTA_FORMAT_VERSION,
+    HEADER_LEN, MAGIC, MAX_FORMAT_VERSION, MAX_STATE_LEN, MIN_FORMAT_VERSION,
 };
 use crate::codec::DecodeError;
 use crate::state::{ObjectId, StateError, VgpuState};
@@ -87,6 +90,18 @@ pub enum Item<'a> {
         offset: u64,
         data: &'a [u8],
     },
+    /// The whole checkpoint this incremental one is taken against; the
+    /// first item of a format-2 stream.
+    Base { id: BaseId, path: String },
+    /// A buffer (whole, `size` bytes) whose contents are those of
+    /// `base_buffer` of `base_session` in the base checkpoint.
+    BaseRef {
+        session: u64,
+        buffer: ObjectId,
+        base_session: u64,
+        base_buffer: ObjectId,
+        size: u64,
+    },
     /// The verified end: the stream is whole. Always the last item.
     End(Summary),
 }
@@ -149,6 +164,8 @@ enum StateParts {
 /// What one chunk amounted to.
 enum Step {
     Skip,
+    Base(BaseId, String),
+    BaseRef([u64; 4], u64),
     State(Box<VgpuState>),
     Buffer {
         session: u64,
@@ -179,6 +196,9 @@ pub struct StreamReader<R: Read> {
     phase: Phase,
     allow_trailing: bool,
     progress: Option<ProgressFn>,
+    /// An incremental stream's base chunk was read.
+    has_base: bool,
+    identity: Option<BaseId>,
 }
 
 impl<R: Read> std::fmt::Debug for StreamReader<R> {
@@ -204,11 +224,11 @@ impl<R: Read> StreamReader<R> {
             return Err(ReadError::Truncated { at: src.pos });
         }
         let version = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
-        if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
+        if !(MIN_FORMAT_VERSION..=MAX_FORMAT_VERSION).contains(&version) {
             return Err(ReadError::UnsupportedVersion {
                 version,
                 min: MIN_FORMAT_VERSION,
-                max: FORMAT_VERSION,
+                max: MAX_FORMAT_VERSION,
             });
         }
         let flags = u32::from_le_bytes([header[12], header[13], header[14], header[15]]);
@@ -230,6 +250,8 @@ impl<R: Read> StreamReader<R> {
             phase: Phase::Reading,
             allow_trailing: false,
             progress: None,
+            has_base: false,
+            identity: None,
         })
     }
 
@@ -253,6 +275,11 @@ impl<R: Read> StreamReader<R> {
         self.src.pos
     }
 
+    /// The identity of a whole checkpoint, once its first chunk is read.
+    pub fn identity(&self) -> Option<BaseId> {
+        self.identity
+    }
+
     /// The next item, `None` after `End`. After an error every call fails.
     pub fn next_item(&mut self) -> Result<Option<Item<'_>>> {
         match self.phase {
@@ -270,6 +297,16 @@ impl<R: Read> StreamReader<R> {
             };
             return Ok(Some(match step {
                 Step::Skip => continue,
+                Step::Base(id, path) => Item::Base { id, path },
+                Step::BaseRef([session, buffer, base_session, base_buffer], size) => {
+                    Item::BaseRef {
+                        session,
+                        buffer,
+                        base_session,
+                        base_buffer,
+                        size,
+                    }
+                }
                 Step::State(state) => Item::State(state),
                 Step::Buffer {
                     session,
@@ -318,6 +355,9 @@ impl<R: Read> StreamReader<R> {
             Some(ChunkKind::End) => return self.end(index),
             Some(ChunkKind::State) => self.state_part(index)?,
             Some(ChunkKind::BufferData) => self.buffer_data(index)?,
+            Some(ChunkKind::Base) => self.base(index)?,
+            Some(ChunkKind::BaseRef) => self.base_ref(index)?,
+            Some(ChunkKind::Identity) => self.identity_chunk(index)?,
             None if kind & chunk::OPTIONAL_BIT != 0 => Step::Skip,
             None => return Err(ReadError::UnknownKind { index, kind }),
         };
@@ -366,6 +406,61 @@ impl<R: Read> StreamReader<R> {
         self.state_bytes = total;
         self.state = StateParts::Done;
         Ok(Step::State(Box::new(state)))
+    }
+
+    /// The base of an incremental stream: its first chunk, nowhere else.
+    fn base(&mut self, index: u64) -> Result<Step> {
+        let malformed = |what| ReadError::Malformed { index, what };
+        if self.version != DELTA_FORMAT_VERSION || index != 0 {
+            return Err(malformed("a base chunk not first in an incremental stream"));
+        }
+        if self.payload.len() < BASE_HEAD_LEN {
+            return Err(malformed("base chunk shorter than its header"));
+        }
+        let mut id = [0u8; BASE_HEAD_LEN];
+        id.copy_from_slice(&self.payload[..BASE_HEAD_LEN]);
+        let id = BaseId(u128::from_le_bytes(id));
+        let path = std::str::from_utf8(&self.payload[BASE_HEAD_LEN..])
+            .map_err(|_| malformed("the base path is not UTF-8"))?;
+        self.has_base = true;
+        Ok(Step::Base(id, path.to_string()))
+    }
+
+    /// A whole checkpoint's identity: its first chunk, nowhere else.
+    fn identity_chunk(&mut self, index: u64) -> Result<Step> {
+        let malformed = |what| ReadError::Malformed { index, what };
+        if index != 0 || self.payload.len() != IDENTITY_LEN {
+            return Err(malformed(
+                "an identity chunk not first or of the wrong size",
+            ));
+        }
+        let mut id = [0u8; IDENTITY_LEN];
+        id.copy_from_slice(&self.payload);
+        self.identity = Some(BaseId(u128::from_le_bytes(id)));
+        Ok(Step::Skip)
+    }
+
+    /// A buffer taken whole from the base.
+    fn base_ref(&mut self, index: u64) -> Result<Step> {
+        let malformed = |what| ReadError::Malformed { index, what };
+        if !self.has_base {
+            return Err(malformed("a base ref in a stream without a base"));
+        }
+        if !matches!(self.state, StateParts::Done) {
+            return Err(malformed("a base ref before the state"));
+        }
+        if self.payload.len() != BASE_REF_LEN {
+            return Err(malformed("base ref chunk of the wrong size"));
+        }
+        let v = [0, 8, 16, 24].map(|at| chunk::u64_at(&self.payload, at));
+        let size = self
+            .buffers
+            .size(v[0], v[1])
+            .map_err(|source| ReadError::Buffer { index, source })?;
+        self.buffers
+            .advance(v[0], v[1], 0, size)
+            .map_err(|source| ReadError::Buffer { index, source })?;
+        Ok(Step::BaseRef(v, size))
     }
 
     fn buffer_data(&mut self, index: u64) -> Result<Step> {
@@ -432,9 +527,14 @@ impl<R: Read> StreamReader<R> {
                 });
             }
         }
-        let crc = &self.payload[24..];
-        if crc != self.crc.value().to_le_bytes() {
+        if self.payload[24..] != self.crc.value().to_le_bytes() {
             return Err(ReadError::StreamChecksum);
+        }
+        if self.version == DELTA_FORMAT_VERSION && !self.has_base {
+            return Err(ReadError::Malformed {
+                index,
+                what: "an incremental stream without its base chunk",
+            });
         }
         self.buffers
             .check_complete()
@@ -451,6 +551,7 @@ impl<R: Read> StreamReader<R> {
             state_bytes: self.state_bytes,
             buffer_bytes: self.buffer_bytes,
             stream_bytes: self.src.pos,
+            identity: self.identity,
         }))
     }
 

@@ -8,10 +8,11 @@
 use std::io::Write;
 
 use super::buffers::{BufferError, BufferIndex};
-use super::chunk::{self, ChunkKind, StreamCrc, END_LEN};
+use super::chunk::{self, ChunkKind, StreamCrc, BASE_HEAD_LEN, BASE_REF_LEN, END_LEN};
 use super::{
-    Progress, ProgressFn, Summary, CHUNK_HEAD_LEN, CHUNK_TAIL_LEN, FORMAT_VERSION, HEADER_LEN,
-    MAGIC, MAX_BUFFER_CHUNK, MAX_STATE_LEN, MAX_STATE_PART,
+    BaseId, Progress, ProgressFn, Summary, CHUNK_HEAD_LEN, CHUNK_TAIL_LEN, DELTA_FORMAT_VERSION,
+    FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_BASE_PATH, MAX_BUFFER_CHUNK, MAX_STATE_LEN,
+    MAX_STATE_PART,
 };
 use crate::state::{ObjectId, StateError, VgpuState};
 
@@ -32,6 +33,10 @@ pub enum WriteError {
     Buffer(#[source] BufferError),
     #[error("an earlier write failed; the stream is unusable")]
     Failed,
+    #[error("a base-ref needs a stream started with `new_incremental`")]
+    NotIncremental,
+    #[error("the base path is longer than {MAX_BASE_PATH} bytes")]
+    BasePathTooLong,
 }
 
 pub type Result<T> = std::result::Result<T, WriteError>;
@@ -47,6 +52,8 @@ pub struct StreamWriter<W: Write> {
     buffers: Option<BufferIndex>,
     progress: Option<ProgressFn>,
     failed: bool,
+    incremental: bool,
+    identity: Option<BaseId>,
 }
 
 impl<W: Write> std::fmt::Debug for StreamWriter<W> {
@@ -60,11 +67,39 @@ impl<W: Write> std::fmt::Debug for StreamWriter<W> {
 }
 
 impl<W: Write> StreamWriter<W> {
-    /// Writes the header.
-    pub fn new(mut inner: W) -> Result<Self> {
+    /// Writes the header of a whole checkpoint.
+    pub fn new(inner: W) -> Result<Self> {
+        Self::with_version(inner, FORMAT_VERSION)
+    }
+
+    /// Writes the header of a whole checkpoint and its identity, which
+    /// incremental checkpoints taken against it will name.
+    pub fn with_identity(inner: W, id: BaseId) -> Result<Self> {
+        let mut writer = Self::new(inner)?;
+        writer.chunk(ChunkKind::Identity as u32, &[&id.0.to_le_bytes()])?;
+        writer.identity = Some(id);
+        Ok(writer)
+    }
+
+    /// Writes the header of an incremental checkpoint and its base chunk:
+    /// `base` names the whole checkpoint whose buffers `write_base_ref`
+    /// refers to, `path` where it was (for the operator; a merge checks
+    /// the base it is given against `base`, not its path).
+    pub fn new_incremental(inner: W, base: BaseId, path: &str) -> Result<Self> {
+        if path.len() > MAX_BASE_PATH {
+            return Err(WriteError::BasePathTooLong);
+        }
+        let mut writer = Self::with_version(inner, DELTA_FORMAT_VERSION)?;
+        writer.incremental = true;
+        let head: [u8; BASE_HEAD_LEN] = base.0.to_le_bytes();
+        writer.chunk(ChunkKind::Base as u32, &[&head, path.as_bytes()])?;
+        Ok(writer)
+    }
+
+    fn with_version(mut inner: W, version: u32) -> Result<Self> {
         let mut header = [0u8; HEADER_LEN as usize];
         header[..8].copy_from_slice(&MAGIC);
-        header[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        header[8..12].copy_from_slice(&version.to_le_bytes());
         inner.write_all(&header).map_err(WriteError::Io)?;
         let mut crc = StreamCrc::default();
         crc.update(&header);
@@ -78,6 +113,8 @@ impl<W: Write> StreamWriter<W> {
             buffers: None,
             progress: None,
             failed: false,
+            incremental: false,
+            identity: None,
         })
     }
 
@@ -144,6 +181,35 @@ impl<W: Write> StreamWriter<W> {
         Ok(())
     }
 
+    /// Records that `buffer` of `session` holds what `base_buffer` of
+    /// `base_session` holds in the base checkpoint: the whole buffer, so
+    /// none of its data may be written.
+    pub fn write_base_ref(
+        &mut self,
+        session: u64,
+        buffer: ObjectId,
+        base_session: u64,
+        base_buffer: ObjectId,
+    ) -> Result<()> {
+        self.usable()?;
+        if !self.incremental {
+            return Err(WriteError::NotIncremental);
+        }
+        let index = self.buffers.as_mut().ok_or(WriteError::NoState)?;
+        let size = index.size(session, buffer).map_err(WriteError::Buffer)?;
+        index
+            .advance(session, buffer, 0, size)
+            .map_err(WriteError::Buffer)?;
+        let mut payload = [0u8; BASE_REF_LEN];
+        for (i, v) in [session, buffer, base_session, base_buffer]
+            .into_iter()
+            .enumerate()
+        {
+            payload[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        self.chunk(ChunkKind::BaseRef as u32, &[&payload])
+    }
+
     /// Writes the end chunk once every buffer is whole, flushes, and gives
     /// the sink back with the stream's totals.
     pub fn finish(mut self) -> Result<(W, Summary)> {
@@ -162,6 +228,7 @@ impl<W: Write> StreamWriter<W> {
             state_bytes: self.state_bytes,
             buffer_bytes: self.buffer_bytes,
             stream_bytes: self.stream_bytes,
+            identity: self.identity,
         };
         Ok((self.inner, summary))
     }

@@ -357,6 +357,9 @@ pub fn read_all(bytes: &[u8]) -> Result<Read, ReadError> {
                     summary,
                 });
             }
+            Some(Item::Base { .. } | Item::BaseRef { .. }) => {
+                panic!("read_all reads whole checkpoints, not incremental ones")
+            }
             None => unreachable!("end comes before none"),
         }
     }

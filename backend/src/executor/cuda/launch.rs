@@ -351,6 +351,7 @@ impl CudaSession {
             &self.ranges,
         )?;
         let stream = self.stream(m.ctx, m.stream)?;
+        self.written.mark();
         let params = self.translate_params(&function.params, &m.params);
         let mut size = params.len();
         let mut extra = [

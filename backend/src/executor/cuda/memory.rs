@@ -189,6 +189,7 @@ impl Arena {
                 mapped,
                 handle,
                 arena: self.clone(),
+                written: Default::default(),
             }),
             Err(status) => {
                 self.give_back(addr, mapped);
@@ -249,6 +250,8 @@ pub struct Allocation {
     pub mapped: u64,
     handle: sys::CUmemGenericAllocationHandle,
     arena: Arc<Arena>,
+    /// When a memcpy or memset last wrote it (kernels: the session's mark).
+    pub written: crate::executor::written::WriteMark,
 }
 
 impl Drop for Allocation {

@@ -13,6 +13,7 @@ mod image;
 mod info;
 mod launch;
 mod library;
+mod live;
 mod memory;
 mod objects;
 mod probe;

@@ -55,6 +55,10 @@ pub struct CudaSession {
     pub(super) image_charges: std::collections::HashMap<u64, super::library::ImageCharge>,
     /// The context current on the session's thread, to skip redundant sets.
     current: sys::CUcontext,
+    /// When a kernel launch, or a write outside any allocation (a module
+    /// global), last may have written the session's memory: a kernel
+    /// writes through raw pointers, so it counts for every allocation.
+    pub(super) written: Arc<crate::executor::written::WriteMark>,
 }
 
 // SAFETY: the raw context pointer is a cache of a driver handle; every
@@ -79,6 +83,16 @@ impl CudaSession {
             uploads: Default::default(),
             image_charges: Default::default(),
             current: std::ptr::null_mut(),
+            written: Default::default(),
+        }
+    }
+
+    /// Records a write issued now to `[ptr, ptr+len)` (checked to be the
+    /// session's): the allocation holding it, or the whole session.
+    pub(super) fn mark_written(&self, ptr: u64) {
+        match self.allocations.range(..=ptr).next_back() {
+            Some((start, a)) if ptr - start < a.size => a.written.mark(),
+            _ => self.written.mark(),
         }
     }
 
@@ -282,6 +296,21 @@ impl ExecSession for CudaSession {
         id: u64,
     ) -> Result<crate::executor::SavedSession, crate::executor::SnapshotError> {
         self.save_session(id)
+    }
+
+    fn live_buffers(
+        &mut self,
+    ) -> Result<Vec<Box<dyn crate::executor::BufferSource>>, crate::executor::SnapshotError> {
+        Ok(self.live_sources())
+    }
+
+    fn settle(
+        &mut self,
+        _limit: std::time::Duration,
+    ) -> Result<bool, crate::executor::SnapshotError> {
+        self.synchronize_all()
+            .map(|()| true)
+            .map_err(|s| crate::executor::SnapshotError::device("wait for the session's work", s))
     }
 
     fn set_quota(&mut self, quota: Arc<crate::quota::Quota>) {

@@ -35,6 +35,7 @@ use super::memory::Allocation;
 use super::objects::*;
 use super::session::CudaSession;
 use super::DeviceShared;
+use crate::executor::written::WriteMark;
 use crate::executor::{BufferSink, BufferSource, RestoredSession, SavedSession, SnapshotError};
 
 const COMPUTE_CAPABILITY_MAJOR: usize = 75;
@@ -165,6 +166,8 @@ fn copy_in(
 struct AllocationContents {
     allocation: Arc<Allocation>,
     shared: Arc<DeviceShared>,
+    /// The session's mark (kernel launches).
+    session_written: Arc<WriteMark>,
 }
 
 impl BufferSource for AllocationContents {
@@ -175,6 +178,25 @@ impl BufferSource for AllocationContents {
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), Status> {
         let a = &self.allocation;
         copy_out(self.shared.primary, a.addr, a.size, offset, buf)
+    }
+
+    fn object(&self) -> Option<(u64, u64)> {
+        Some((self.allocation.written.serial(), 0))
+    }
+
+    fn written_at(&self) -> u64 {
+        (self.allocation.written.epoch()).max(self.session_written.epoch())
+    }
+}
+
+impl CudaSession {
+    /// A source of one allocation's contents.
+    pub(super) fn allocation_source(&self, allocation: Arc<Allocation>) -> Box<dyn BufferSource> {
+        Box::new(AllocationContents {
+            allocation,
+            shared: self.shared.clone(),
+            session_written: self.written.clone(),
+        })
     }
 }
 
@@ -191,6 +213,8 @@ struct GlobalContents {
     module: Arc<HostModule>,
     host: u64,
     size: u64,
+    /// The session's mark (launches and writes to globals).
+    session_written: Arc<WriteMark>,
 }
 
 impl BufferSource for GlobalContents {
@@ -200,6 +224,15 @@ impl BufferSource for GlobalContents {
 
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), Status> {
         copy_out(self.module.ctx.raw, self.host, self.size, offset, buf)
+    }
+
+    /// The session and the global's host address, unique in it.
+    fn object(&self) -> Option<(u64, u64)> {
+        Some((self.session_written.serial(), self.host))
+    }
+
+    fn written_at(&self) -> u64 {
+        self.session_written.epoch()
     }
 }
 
@@ -251,6 +284,7 @@ impl CudaSession {
                 Box::new(AllocationContents {
                     allocation: allocation.clone(),
                     shared: self.shared.clone(),
+                    session_written: self.written.clone(),
                 }),
             ));
         }
@@ -285,6 +319,7 @@ impl CudaSession {
                             module: module.clone(),
                             host: g.host,
                             size: g.size,
+                            session_written: self.written.clone(),
                         }),
                     ));
                 }
@@ -483,6 +518,7 @@ impl CudaSession {
                 Box::new(AllocationContents {
                     allocation,
                     shared: self.shared.clone(),
+                    session_written: self.written.clone(),
                 }),
             );
         }
@@ -568,6 +604,7 @@ impl CudaSession {
                         module: owner,
                         host,
                         size: g.size,
+                        session_written: self.written.clone(),
                     }),
                 );
             }

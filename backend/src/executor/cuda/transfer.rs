@@ -69,6 +69,7 @@ impl CudaSession {
         }
         self.check_range(m.dst, m.data.len)?;
         let stream = self.stream(m.ctx, m.stream)?;
+        self.mark_written(m.dst);
         let mut at = self.host_ptr(m.dst);
         for piece in io.out_slices(m.data)? {
             let src = piece.ptr as *const c_void;
@@ -126,6 +127,7 @@ impl CudaSession {
         self.check_range(m.src, m.size)?;
         self.check_range(m.dst, m.size)?;
         let stream = self.stream(m.ctx, m.stream)?;
+        self.mark_written(m.dst);
         let size = usize::try_from(m.size).map_err(|_| invalid())?;
         let (dst, src) = (self.host_ptr(m.dst), self.host_ptr(m.src));
         // SAFETY: both ranges belong to the session (checked above).
@@ -148,6 +150,7 @@ impl CudaSession {
         }
         self.check_range(m.dst, len)?;
         let stream = self.stream(m.ctx, m.stream)?;
+        self.mark_written(m.dst);
         let count = usize::try_from(m.count).map_err(|_| invalid())?;
         let asynchronous = m.stream != 0;
         let dst = self.host_ptr(m.dst);

@@ -165,6 +165,9 @@ impl OpenClSession {
         wait: &WaitList,
         to_device: bool,
     ) -> Result<cl_event, Status> {
+        if to_device {
+            mem.mark_written();
+        }
         if pieces.len() > MAX_DIRECT_PIECES {
             let pieces: Vec<Piece> = pieces.iter().map(|&s| Piece::Local(s)).collect();
             return self.transfer_mapped(queue, mem, offset, &pieces, None, wait, to_device);
@@ -228,6 +231,10 @@ impl OpenClSession {
         wait: &WaitList,
         to_device: bool,
     ) -> Result<cl_event, Status> {
+        if to_device {
+            // Peer transfers bypass `transfer`: live checkpoints must see them.
+            mem.mark_written();
+        }
         if let Some(peer) = peer.filter(|_| pieces.iter().any(|p| matches!(p, Piece::Peer(_)))) {
             if super::staging::wanted(&mem.context) {
                 return self.transfer_staged(queue, mem, offset, pieces, peer, wait, to_device);
@@ -537,6 +544,7 @@ impl OpenClSession {
         let queue = self.queue(m.queue)?;
         let (src, dst) = (self.buffer(m.src)?, self.buffer(m.dst)?);
         let wait = self.wait_list(&m.wait)?;
+        dst.mark_written();
         // SAFETY: live objects; OpenCL checks the ranges against the buffers.
         let event = unsafe {
             cl3::command_queue::enqueue_copy_buffer(
@@ -561,6 +569,7 @@ impl OpenClSession {
         if m.pattern.is_empty() {
             return Err(Status::INVALID_VALUE);
         }
+        mem.mark_written();
         // SAFETY: the pattern outlives the call (OpenCL copies it).
         let event = unsafe {
             cl3::command_queue::enqueue_fill_buffer(
@@ -582,6 +591,7 @@ impl OpenClSession {
         let queue = self.queue(m.queue)?;
         let (src, dst) = (self.buffer(m.src)?, self.buffer(m.dst)?);
         let wait = self.wait_list(&m.wait)?;
+        dst.mark_written();
         // SAFETY: device-side copy between live buffers; OpenCL checks the
         // geometry against both.
         let event = unsafe {
@@ -611,6 +621,7 @@ impl OpenClSession {
         let queue = self.queue(m.queue)?;
         let kernel = self.kernels.get(m.kernel)?.clone();
         let wait = self.wait_list(&m.wait)?;
+        kernel.mark_writable_args();
         let dims = m.work_dim as usize;
         let offset = sizes3(&m.offset)?;
         let global = sizes3(&m.global)?;

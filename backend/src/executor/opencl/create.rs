@@ -193,6 +193,7 @@ impl OpenClSession {
             parent: None,
             charge: std::sync::Mutex::new(charge),
             image: None,
+            written: Default::default(),
         })
     }
 
@@ -297,6 +298,7 @@ impl OpenClSession {
             size,
             flags,
             context: parent.context.clone(),
+            written: parent.written.clone(),
             parent: Some((parent, origin)),
             charge: std::sync::Mutex::new(None),
             image: None,

@@ -162,6 +162,14 @@ impl crate::executor::BufferSource for ImageContents {
         buf.copy_from_slice(&self.staged[range]);
         Ok(())
     }
+
+    fn object(&self) -> Option<(u64, u64)> {
+        Some((self.mem.written.serial(), 0))
+    }
+
+    fn written_at(&self) -> u64 {
+        self.mem.written.epoch()
+    }
 }
 
 impl crate::executor::BufferSink for ImageContents {
@@ -349,6 +357,11 @@ impl OpenClSession {
             context,
             parent: None,
             charge: std::sync::Mutex::new(charge),
+            written: record
+                .buffer
+                .as_ref()
+                .map(|b| b.written.clone())
+                .unwrap_or_default(),
             image: Some(Box::new(record)),
         })
     }
@@ -388,6 +401,9 @@ impl OpenClSession {
         to_device: bool,
     ) -> Result<cl3::types::cl_event, Status> {
         let (origin, region) = (sizes3(origin)?, sizes3(region)?);
+        if to_device {
+            mem.mark_written();
+        }
         // SAFETY: `host` spans the packed region (checked by every caller
         // against the image's extent and pixel size); the call is blocking,
         // so nothing outlives it.
@@ -511,6 +527,7 @@ impl OpenClSession {
         let queue = self.queue(m.queue)?;
         let (src, dst) = (self.mem(m.src)?, self.mem(m.dst)?);
         let (si, di) = (image_of(&src)?, image_of(&dst)?);
+        dst.mark_written();
         if (si.channel_order, si.channel_type) != (di.channel_order, di.channel_type) {
             return Err(Status::IMAGE_FORMAT_MISMATCH);
         }
@@ -554,6 +571,7 @@ impl OpenClSession {
         let len = checked_region(image_of(&src)?, &m.src_origin, &m.region)?;
         let offset = Self::buffer_range(&dst, m.dst_offset, len)?;
         let wait = self.wait_list(&m.wait)?;
+        dst.mark_written();
         // SAFETY: live objects; the image region and buffer range were checked.
         let event = unsafe {
             cl3::command_queue::enqueue_copy_image_to_buffer(
@@ -580,6 +598,7 @@ impl OpenClSession {
         let len = checked_region(image_of(&dst)?, &m.dst_origin, &m.region)?;
         let offset = Self::buffer_range(&src, m.src_offset, len)?;
         let wait = self.wait_list(&m.wait)?;
+        dst.mark_written();
         // SAFETY: live objects; the image region and buffer range were checked.
         let event = unsafe {
             cl3::command_queue::enqueue_copy_buffer_to_image(
@@ -608,6 +627,7 @@ impl OpenClSession {
             .try_into()
             .map_err(|_| Status::INVALID_VALUE)?;
         let wait = self.wait_list(&m.wait)?;
+        mem.mark_written();
         // SAFETY: a live image, a checked region, 16 bytes of colour.
         let event = unsafe {
             cl3::command_queue::enqueue_fill_image(

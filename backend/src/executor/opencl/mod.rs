@@ -9,6 +9,7 @@ mod create;
 mod guard;
 mod image;
 mod info;
+mod live;
 mod objects;
 mod pragma;
 mod profile;

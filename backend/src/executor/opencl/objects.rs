@@ -90,6 +90,16 @@ pub struct HostMem {
     pub charge: std::sync::Mutex<Option<crate::quota::Charge>>,
     /// Set when the object is an image.
     pub image: Option<Box<super::image::ImageRecord>>,
+    /// When its storage was last written: shared by sub-buffers and
+    /// images with their buffer, since they write the same storage.
+    pub written: Arc<crate::executor::written::WriteMark>,
+}
+
+impl HostMem {
+    /// Records that a command issued now may write the object.
+    pub fn mark_written(&self) {
+        self.written.mark();
+    }
 }
 
 // SAFETY: see `host_object!`.
@@ -188,6 +198,22 @@ pub struct HostKernel {
     /// What each argument may be given.
     pub classes: Vec<super::args::ArgClass>,
     pub args: std::sync::Mutex<Vec<ArgRecord>>,
+}
+
+impl HostKernel {
+    /// Records that a launch issued now may write every memory argument
+    /// the device lets kernels write (all but `CL_MEM_READ_ONLY` ones).
+    pub fn mark_writable_args(&self) {
+        const CL_MEM_READ_ONLY: u64 = 1 << 2;
+        let args = self.args.lock().unwrap_or_else(|e| e.into_inner());
+        for arg in args.iter() {
+            if let ArgRecord::Mem(mem) = arg {
+                if mem.flags & CL_MEM_READ_ONLY == 0 {
+                    mem.mark_written();
+                }
+            }
+        }
+    }
 }
 
 // SAFETY: see `host_object!`.

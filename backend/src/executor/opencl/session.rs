@@ -279,6 +279,19 @@ impl ExecSession for OpenClSession {
         self.has_unset_user_events()
     }
 
+    fn live_buffers(
+        &mut self,
+    ) -> Result<Vec<Box<dyn crate::executor::BufferSource>>, crate::executor::SnapshotError> {
+        self.live_sources()
+    }
+
+    fn settle(
+        &mut self,
+        limit: std::time::Duration,
+    ) -> Result<bool, crate::executor::SnapshotError> {
+        self.settle_within(limit)
+    }
+
     fn aborter(&self) -> Box<dyn Fn() + Send + Sync> {
         let user_events = self.user_events.clone();
         Box::new(move || {

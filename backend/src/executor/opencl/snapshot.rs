@@ -98,9 +98,9 @@ fn event_status(event: &EventEntry) -> i32 {
 }
 
 /// Reads a buffer's contents through a queue of the backend's own.
-struct DeviceBufferSource {
-    mem: Arc<HostMem>,
-    queue: Arc<QueueEntry>,
+pub(super) struct DeviceBufferSource {
+    pub(super) mem: Arc<HostMem>,
+    pub(super) queue: Arc<QueueEntry>,
 }
 
 impl BufferSource for DeviceBufferSource {
@@ -115,6 +115,14 @@ impl BufferSource for DeviceBufferSource {
             offset,
             super::bounce::Direction::ToHost(buf),
         )
+    }
+
+    fn object(&self) -> Option<(u64, u64)> {
+        Some((self.mem.written.serial(), 0))
+    }
+
+    fn written_at(&self) -> u64 {
+        self.mem.written.epoch()
     }
 }
 

@@ -431,6 +431,7 @@ impl OpenClSession {
                 parent: None,
                 charge: Mutex::new(None),
                 image: None,
+                written: Default::default(),
             },
         )?;
         self.svm

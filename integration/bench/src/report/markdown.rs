@@ -63,6 +63,9 @@ Figures from other machines are kept beside this file: the NVIDIA H100
 machine's OpenCL run (`docs/gpu-runs/opencl-h100/BENCHMARKS.md`), its CUDA
 figures (`integration/cuda-tests/BENCHMARKS-cuda.md`), and its re-home and
 live-migration figures between PoCL and the GPU (`docs/gpu-runs/README.md`).
+Checkpoints copied while the guest computes, against stop-and-copy, and
+incremental checkpoint sizes come from `scripts/bench-live-checkpoint.sh`
+(`docs/bench/live-checkpoint.md`, `.json`).
 
 ## How to reproduce
 

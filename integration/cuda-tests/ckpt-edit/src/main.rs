@@ -61,7 +61,7 @@ fn summary(path: &str) -> Result<(), String> {
                     }
                 }
             }
-            Item::BufferChunk { .. } => {}
+            Item::BufferChunk { .. } | Item::Base { .. } | Item::BaseRef { .. } => {}
             Item::End(s) => println!(
                 "stream: {} bytes, {} of buffer contents",
                 s.stream_bytes, s.buffer_bytes
@@ -107,6 +107,9 @@ fn retarget(input: &str, output: &str, sm: u32) -> Result<(), String> {
             } => writer
                 .write_buffer_chunk(session, buffer, offset, data)
                 .map_err(|e| e.to_string())?,
+            Item::Base { .. } | Item::BaseRef { .. } => {
+                return Err("an incremental checkpoint: merge it with its base first".into())
+            }
             Item::End(_) => break,
         }
     }

@@ -138,6 +138,9 @@ impl OpenClSession {
         to_device: bool,
     ) -> Result<cl_event, Status> {
         let layout = rect.layout(mem.size, data)?;
+        if to_device {
+            mem.mark_written();
+        }
         let segments = if to_device {
             io.out_slices(data)?
         } else {
