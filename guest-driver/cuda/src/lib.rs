@@ -14,4 +14,5 @@
 pub mod api;
 pub mod ffi;
 pub mod image;
+pub mod order;
 pub mod runtime;

@@ -42,6 +42,8 @@ const REQUIRED: &[&str] = &[
     "cuMemcpyHtoDAsync_v2",
     "cuMemcpyDtoHAsync_v2",
     "cuMemcpyDtoDAsync_v2",
+    "cuMemHostAlloc",
+    "cuMemFreeHost",
     "cuMemsetD8_v2",
     "cuMemsetD16_v2",
     "cuMemsetD32_v2",

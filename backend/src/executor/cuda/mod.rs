@@ -15,6 +15,7 @@ mod launch;
 mod library;
 mod memory;
 mod objects;
+mod readback;
 mod session;
 mod snapshot;
 mod sync;

@@ -9,7 +9,10 @@ use std::ffi::c_void;
 
 use cudarc::driver::sys;
 use vgpu_protocol::cuda::{result, CuRangeReply};
-use vgpu_protocol::messages::{CuMemAlloc, CuMemcpyDtoD, CuMemcpyDtoH, CuMemcpyHtoD, CuMemset};
+use vgpu_protocol::messages::{
+    CuMemAlloc, CuMemcpyCollect, CuMemcpyDtoD, CuMemcpyDtoH, CuMemcpyDtoHStart, CuMemcpyHtoD,
+    CuMemset,
+};
 use vgpu_protocol::{Status, Wire};
 
 use super::driver::check;
@@ -117,6 +120,43 @@ impl CudaSession {
             check(unsafe { sys::cuStreamSynchronize(stream) })?;
         }
         Ok(())
+    }
+
+    /// `cuMemcpyDtoHAsync` into page-locked guest memory: into staging,
+    /// collected later (`readback.rs`).
+    pub(super) fn start_readback(&mut self, m: &CuMemcpyDtoHStart) -> Result<(), Status> {
+        self.check_range(m.src, m.size)?;
+        let len = usize::try_from(m.size).map_err(|_| invalid())?;
+        let stream = self.stream(m.ctx, m.stream)?;
+        let src = self.host_ptr(m.src);
+        self.readbacks.start(m.copy, src, len, stream)
+    }
+
+    pub(super) fn collect_readback(
+        &mut self,
+        m: &CuMemcpyCollect,
+        io: &mut GuestIo,
+    ) -> Result<(), Status> {
+        let pieces = io.in_slices(m.data)?;
+        self.readbacks
+            .collect(m.copy, m.offset, m.data.len, |bytes| {
+                let mut at = 0usize;
+                for piece in &pieces {
+                    let end = at + piece.len;
+                    let from = bytes.get(at..end).ok_or_else(invalid)?;
+                    // SAFETY: `piece` is writable guest memory of `piece.len`
+                    // bytes for the chain's lifetime; `from` is as long.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            from.as_ptr(),
+                            piece.ptr,
+                            piece.len,
+                        )
+                    };
+                    at = end;
+                }
+                Ok(())
+            })
     }
 
     pub(super) fn copy_on_device(&mut self, m: &CuMemcpyDtoD) -> Result<(), Status> {

@@ -13,5 +13,6 @@ pub mod library;
 pub mod memory;
 pub mod module;
 pub mod procaddr;
+pub mod readback;
 pub mod stream;
 pub mod unsupported;
