@@ -110,8 +110,9 @@ int main(int argc, char **argv) {
     CHECK(cuEventCreate(&never, CU_EVENT_DEFAULT));
     printf("idle stream query=%d event query=%d never recorded=%d\n", (int)cuStreamQuery(a),
            (int)cuEventQuery(ea), (int)cuEventQuery(never));
-    printf("unregister=%d again=%d\n", (int)cuMemHostUnregister(registered),
-           (int)cuMemHostUnregister(registered));
+    CUresult first = cuMemHostUnregister(registered);
+    CUresult again = cuMemHostUnregister(registered);
+    printf("unregister=%d again=%d\n", (int)first, (int)again);
 
     CHECK(cuEventDestroy(never));
     CHECK(cuEventDestroy(ea));
