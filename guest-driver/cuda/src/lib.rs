@@ -13,6 +13,7 @@
 
 pub mod api;
 pub mod ffi;
+pub mod heap;
 pub mod image;
 pub mod order;
 pub mod runtime;

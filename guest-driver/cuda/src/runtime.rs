@@ -54,6 +54,10 @@ pub struct Runtime {
     pub pinned: Mutex<BTreeMap<usize, usize>>,
     /// The order and progress of stream work (`order.rs`).
     pub order: Mutex<crate::order::Order>,
+    /// Page-locked allocations in the transport's shared heap, if it has
+    /// one, and the backend's handle for each block (by start).
+    pub heap: Mutex<Option<crate::heap::Heap>>,
+    pub heap_blocks: Mutex<HashMap<usize, u64>>,
 }
 
 static RUNTIME: OnceLock<Result<Runtime, i32>> = OnceLock::new();
@@ -73,6 +77,8 @@ fn connect() -> Result<Runtime, i32> {
         .map_err(to_cuda_result)?;
     let init = CuInitReply::from_bytes(&payload).map_err(|_| result::ERROR_UNKNOWN)?;
     Ok(Runtime {
+        heap: Mutex::new(client.shared_heap().map(crate::heap::Heap::new)),
+        heap_blocks: Mutex::new(HashMap::new()),
         client,
         init,
         devices: Mutex::new(HashMap::new()),
@@ -172,6 +178,12 @@ impl Runtime {
                 .is_some_and(|end| end <= start.saturating_add(size.max(1))),
             None => false,
         }
+    }
+
+    /// Whether `[ptr, ptr+len)` lies in one block of the shared heap (the
+    /// backend has it registered: copies there need no staging).
+    pub fn in_heap(&self, ptr: usize, len: usize) -> bool {
+        lock(&self.heap).as_ref().is_some_and(|h| h.holds(ptr, len))
     }
 
     /// Whether `[ptr, ptr+len)` lies in one page-locked host range.

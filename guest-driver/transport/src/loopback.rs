@@ -9,7 +9,11 @@
 //!   wait) for tests that send hand-made or malformed chains.
 //!
 //! The data area is `VGPU_LOOPBACK_MEM_MB` MiB (default 64); see
-//! [`LoopbackConfig`].
+//! [`LoopbackConfig`]. A second region of guest memory, the page-locked
+//! heap (`VGPU_LOOPBACK_PINNED_MB`, default 256), holds what the guest
+//! library allocates as page-locked memory: a segment of a batch that lies
+//! in it is named by its descriptor in place, never copied, as the guest
+//! kernel driver names pinned user pages in a VM.
 
 mod device;
 mod memory;
@@ -18,11 +22,12 @@ pub use device::{
     HandshakeError, LoopbackDevice, DEFAULT_FEATURES, VHOST_USER_F_PROTOCOL_FEATURES,
     VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
 };
-pub use memory::{MemoryLayout, EVENT_BUFFER_LEN};
+pub use memory::{GuestRam, MemoryLayout, EVENT_BUFFER_LEN};
 
 use std::io;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
 
 use vgpu_protocol::limits::MAX_REQUEST_LEN;
 
@@ -33,6 +38,13 @@ use crate::{Submission, Transport};
 pub const MEM_MB_ENV: &str = "VGPU_LOOPBACK_MEM_MB";
 /// Default size of the data area.
 pub const DEFAULT_DATA_LEN: usize = 64 << 20;
+/// Environment variable: size of the page-locked heap in MiB (0: none).
+pub const PINNED_MB_ENV: &str = "VGPU_LOOPBACK_PINNED_MB";
+/// Size of the page-locked heap of [`LoopbackConfig::from_env`] unless
+/// `VGPU_LOOPBACK_PINNED_MB` says otherwise (sparse until used).
+pub const DEFAULT_HEAP_LEN: usize = 256 << 20;
+/// Alignment of the heap's guest-physical start.
+const HEAP_ALIGN: u64 = 2 << 20;
 /// Smallest and largest data area `VGPU_LOOPBACK_MEM_MB` may ask for, in MiB.
 pub const DATA_MB_RANGE: std::ops::RangeInclusive<u64> = 1..=65536;
 /// Default guest-physical address of guest memory: nonzero, so a descriptor
@@ -62,6 +74,9 @@ pub struct LoopbackConfig {
     /// How long to wait for a backend that went away to come back (zero:
     /// fail at once). [`RECONNECT_ENV`] sets it; default 60 s.
     pub reconnect_for: std::time::Duration,
+    /// Bytes of the page-locked heap (0: none, the default here;
+    /// [`LoopbackConfig::from_env`] gives [`DEFAULT_HEAP_LEN`]).
+    pub heap_len: usize,
 }
 
 impl Default for LoopbackConfig {
@@ -72,6 +87,7 @@ impl Default for LoopbackConfig {
             guest_base: DEFAULT_GUEST_BASE,
             event_buffers: DEFAULT_EVENT_BUFFERS,
             features: DEFAULT_FEATURES,
+            heap_len: 0,
         }
     }
 }
@@ -81,14 +97,19 @@ impl LoopbackConfig {
     pub fn from_env() -> io::Result<LoopbackConfig> {
         let mut config = LoopbackConfig::default();
         if let Some(value) = std::env::var_os(MEM_MB_ENV) {
-            config.data_len = parse_mem_mb(&value.to_string_lossy())?;
+            config.data_len = parse_mem_mb(MEM_MB_ENV, &value.to_string_lossy())?;
         }
+        config.heap_len = match std::env::var_os(PINNED_MB_ENV) {
+            Some(value) if value == "0" => 0,
+            Some(value) => parse_mem_mb(PINNED_MB_ENV, &value.to_string_lossy())?,
+            None => DEFAULT_HEAP_LEN,
+        };
         config.reconnect_for = reconnect_window();
         Ok(config)
     }
 }
 
-fn parse_mem_mb(value: &str) -> io::Result<usize> {
+fn parse_mem_mb(variable: &str, value: &str) -> io::Result<usize> {
     let mb = value
         .trim()
         .parse::<u64>()
@@ -98,7 +119,7 @@ fn parse_mem_mb(value: &str) -> io::Result<usize> {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
-                    "{MEM_MB_ENV}={value:?} is not a size in MiB between {} and {}",
+                    "{variable}={value:?} is not a size in MiB between {} and {}",
                     DATA_MB_RANGE.start(),
                     DATA_MB_RANGE.end()
                 ),
@@ -149,26 +170,64 @@ impl BatchPlan {
 
     /// The descriptor chain: readable request and out-data, then writable
     /// reply and in-data; empty streams are left out.
+    #[cfg(test)]
     fn chain(&self, data_gpa: u64) -> Vec<DescSpec> {
+        self.chain_placed(
+            data_gpa,
+            &[Place::Area(self.out.len())],
+            &[Place::Area(self.in_.len())],
+        )
+    }
+
+    /// As `chain`, where the out- and in-data are made of `out` and `in_`
+    /// in order: pieces of the plan's spans, or segments named in place.
+    fn chain_placed(&self, data_gpa: u64, out: &[Place], in_: &[Place]) -> Vec<DescSpec> {
         let mut chain = Vec::new();
-        for (span, writable) in [
-            (&self.request, false),
-            (&self.out, false),
-            (&self.reply, true),
-            (&self.in_, true),
-        ] {
-            let mut at = span.start;
-            while at < span.end {
-                let len = (span.end - at).min(MAX_DESCRIPTOR_LEN);
-                chain.push(DescSpec {
-                    addr: data_gpa + at as u64,
-                    len: len as u32,
-                    writable,
-                });
-                at += len;
+        let area = |span: &Range<usize>| [Place::Area(span.len())];
+        let streams: [(&Range<usize>, &[Place], bool); 4] = [
+            (&self.request, &area(&self.request), false),
+            (&self.out, out, false),
+            (&self.reply, &area(&self.reply), true),
+            (&self.in_, in_, true),
+        ];
+        for (span, places, writable) in streams {
+            let mut area_at = span.start;
+            for place in places {
+                let (addr, len) = match *place {
+                    Place::Area(len) => {
+                        area_at += len;
+                        (data_gpa + (area_at - len) as u64, len)
+                    }
+                    Place::InPlace { gpa, len } => (gpa, len),
+                };
+                push_span(&mut chain, addr, len, writable);
             }
         }
         chain
+    }
+}
+
+/// Where one segment of the out- or in-data travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// Copied through the data area (this many bytes, next in its span).
+    Area(usize),
+    /// Named in place: it lies in the page-locked heap.
+    InPlace { gpa: u64, len: usize },
+}
+
+/// Descriptors for `len` bytes at `addr`, none longer than a descriptor
+/// may be; nothing for an empty span.
+fn push_span(chain: &mut Vec<DescSpec>, addr: u64, len: usize, writable: bool) {
+    let mut at = 0usize;
+    while at < len {
+        let piece = (len - at).min(MAX_DESCRIPTOR_LEN);
+        chain.push(DescSpec {
+            addr: addr + at as u64,
+            len: piece as u32,
+            writable,
+        });
+        at += piece;
     }
 }
 
@@ -198,6 +257,8 @@ pub struct Loopback {
     reconnect_for: std::time::Duration,
     /// The batch `post` left running, if any.
     posted: Option<Started>,
+    /// The page-locked heap, if any (kept across reconnects).
+    heap: Option<Arc<GuestRam>>,
 }
 
 /// A batch on the ring whose answer is not read yet: where its reply lies.
@@ -247,8 +308,19 @@ impl Loopback {
 
     /// Connects with an explicit configuration.
     pub fn connect_with(path: &Path, config: &LoopbackConfig) -> io::Result<Loopback> {
-        let device = LoopbackDevice::connect(path, config)?;
+        let heap = if config.heap_len == 0 {
+            None
+        } else {
+            let ram_end = config.guest_base
+                + MemoryLayout::new(config.data_len, config.event_buffers)?.total as u64;
+            Some(Arc::new(GuestRam::new(
+                ram_end.next_multiple_of(HEAP_ALIGN),
+                config.heap_len,
+            )?))
+        };
+        let device = LoopbackDevice::connect_with_heap(path, config, heap.clone())?;
         Ok(Loopback {
+            heap,
             device,
             data_len: config.data_len,
             path: path.to_path_buf(),
@@ -268,7 +340,7 @@ impl Loopback {
             self.path.display()
         );
         loop {
-            match LoopbackDevice::connect(&self.path, &self.config) {
+            match LoopbackDevice::connect_with_heap(&self.path, &self.config, self.heap.clone()) {
                 Ok(device) => {
                     self.device = device;
                     log::warn!("reconnected to the vgpu backend");
@@ -354,6 +426,12 @@ impl Transport for Loopback {
         max_data_len_for(self.data_len)
     }
 
+    fn shared_heap(&self) -> Option<Range<usize>> {
+        let heap = self.heap.as_ref()?;
+        let start = heap.host_ptr(heap.base(), 0).ok()? as usize;
+        Some(start..start + heap.range().end.saturating_sub(heap.base()) as usize)
+    }
+
     fn max_request_len(&self) -> usize {
         max_request_len_for(self.data_len)
     }
@@ -369,10 +447,34 @@ impl Loopback {
         self.finish(started, submission.reply, submission.in_)
     }
 
+    /// Where a segment travels: in place when it lies in the heap.
+    fn place(&self, segment: &[u8]) -> Place {
+        if let (Some(heap), Some(range)) = (&self.heap, self.shared_heap()) {
+            let start = segment.as_ptr() as usize;
+            if !segment.is_empty() && range.start <= start && start + segment.len() <= range.end {
+                return Place::InPlace {
+                    gpa: heap.base() + (start - range.start) as u64,
+                    len: segment.len(),
+                };
+            }
+        }
+        Place::Area(segment.len())
+    }
+
     /// Lays the batch out in the data area and publishes it.
     fn start(&mut self, submission: &Submission<'_>) -> io::Result<Started> {
-        let out_len: usize = submission.out.iter().map(|s| s.len()).sum();
-        let in_len: usize = submission.in_.iter().map(|s| s.len()).sum();
+        let out_places: Vec<Place> = submission.out.iter().map(|s| self.place(s)).collect();
+        let in_places: Vec<Place> = submission.in_.iter().map(|s| self.place(s)).collect();
+        let copied = |places: &[Place]| -> usize {
+            places
+                .iter()
+                .map(|p| match p {
+                    Place::Area(len) => *len,
+                    Place::InPlace { .. } => 0,
+                })
+                .sum()
+        };
+        let (out_len, in_len) = (copied(&out_places), copied(&in_places));
         if submission.request.is_empty() || submission.request.len() > self.max_request_len() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -396,11 +498,15 @@ impl Loopback {
         self.device
             .write_guest(gpa(plan.request.start), submission.request)?;
         let mut at = plan.out.start;
-        for segment in submission.out {
-            self.device.write_guest(gpa(at), segment)?;
-            at += segment.len();
+        for (segment, place) in submission.out.iter().zip(&out_places) {
+            if let Place::Area(len) = place {
+                self.device.write_guest(gpa(at), segment)?;
+                at += len;
+            }
         }
-        let head = self.device.send_chain(&plan.chain(data))?;
+        let head = self
+            .device
+            .send_chain(&plan.chain_placed(data, &out_places, &in_places))?;
         Ok(Started {
             head,
             reply_at: gpa(plan.reply.start),
@@ -445,11 +551,14 @@ impl Loopback {
         self.device
             .read_guest(started.reply_at, &mut reply[..copied])?;
         // In the VM path the device writes the caller's pages directly; here
-        // the whole in-data stream is copied back.
+        // the in-data stream is copied back, except segments in the heap,
+        // which the device wrote in place.
         let mut at = started.in_at;
         for segment in in_.iter_mut() {
-            self.device.read_guest(at, segment)?;
-            at += segment.len() as u64;
+            if let Place::Area(len) = self.place(segment) {
+                self.device.read_guest(at, segment)?;
+                at += len as u64;
+            }
         }
         Ok(written)
     }
@@ -461,14 +570,14 @@ mod tests {
 
     #[test]
     fn parse_mem_mb_accepts_sizes_in_range() {
-        assert_eq!(parse_mem_mb("64").expect("valid"), 64 << 20);
-        assert_eq!(parse_mem_mb(" 1 ").expect("valid"), 1 << 20);
+        assert_eq!(parse_mem_mb(MEM_MB_ENV, "64").expect("valid"), 64 << 20);
+        assert_eq!(parse_mem_mb(MEM_MB_ENV, " 1 ").expect("valid"), 1 << 20);
     }
 
     #[test]
     fn parse_mem_mb_rejects_garbage_zero_and_huge() {
         for bad in ["", "0", "-1", "abc", "65537", "99999999999999999999"] {
-            let err = parse_mem_mb(bad).expect_err(bad);
+            let err = parse_mem_mb(MEM_MB_ENV, bad).expect_err(bad);
             assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{bad}");
         }
     }
@@ -528,6 +637,40 @@ mod tests {
                     len: 5000,
                     writable: true
                 },
+            ]
+        );
+    }
+
+    #[test]
+    fn in_place_segments_keep_their_order_among_copied_ones() {
+        // Out: 10 copied bytes, 4096 in place, 6 copied; in: 8 in place.
+        let plan = BatchPlan::new([64, 16, 24, 0], 1 << 20).expect("fits");
+        let out = [
+            Place::Area(10),
+            Place::InPlace {
+                gpa: 0x9000,
+                len: 4096,
+            },
+            Place::Area(6),
+        ];
+        let in_ = [Place::InPlace {
+            gpa: 0xa000,
+            len: 8,
+        }];
+        let spec = |addr, len, writable| DescSpec {
+            addr,
+            len,
+            writable,
+        };
+        assert_eq!(
+            plan.chain_placed(0x1000, &out, &in_),
+            vec![
+                spec(0x1000, 64, false),
+                spec(0x1000 + 64, 10, false),
+                spec(0x9000, 4096, false),
+                spec(0x1000 + 74, 6, false),
+                spec(0x1000 + 128, 24, true),
+                spec(0xa000, 8, true),
             ]
         );
     }

@@ -44,6 +44,8 @@ const REQUIRED: &[&str] = &[
     "cuMemcpyDtoDAsync_v2",
     "cuMemHostAlloc",
     "cuMemFreeHost",
+    "cuMemHostRegister_v2",
+    "cuMemHostUnregister",
     "cuMemsetD8_v2",
     "cuMemsetD16_v2",
     "cuMemsetD32_v2",

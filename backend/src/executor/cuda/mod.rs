@@ -15,6 +15,7 @@ mod launch;
 mod library;
 mod memory;
 mod objects;
+mod pinned;
 mod readback;
 mod session;
 mod snapshot;

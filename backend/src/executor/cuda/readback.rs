@@ -89,7 +89,7 @@ unsafe impl Send for Readbacks {}
 /// Whether `capacity` suits a copy of `len` bytes (not more than twice as
 /// large, so a small copy does not hold a large buffer).
 fn fits(capacity: usize, len: usize) -> bool {
-    capacity >= len && capacity / 2 <= len
+    capacity >= len && capacity <= len.saturating_mul(2)
 }
 
 impl Readbacks {

@@ -55,6 +55,8 @@ pub struct CudaSession {
     pub(super) image_charges: std::collections::HashMap<u64, super::library::ImageCharge>,
     /// Device-to-host copies that returned at once, until collected.
     pub(super) readbacks: super::readback::Readbacks,
+    /// Guest memory page-locked with the driver.
+    pub(super) pinned: super::pinned::PinnedGuestMemory,
     /// The context current on the session's thread, to skip redundant sets.
     current: sys::CUcontext,
 }
@@ -81,6 +83,7 @@ impl CudaSession {
             uploads: Default::default(),
             image_charges: Default::default(),
             readbacks: Default::default(),
+            pinned: Default::default(),
             current: std::ptr::null_mut(),
         }
     }
@@ -232,6 +235,8 @@ impl ExecSession for CudaSession {
             Request::CuMemcpyDtoH(m) => done(self.copy_from_device(m, io)),
             Request::CuMemcpyDtoHStart(m) => done(self.start_readback(m)),
             Request::CuMemcpyCollect(m) => done(self.collect_readback(m, io)),
+            Request::CuHostRegister(m) => done(self.register_host(m, io)),
+            Request::CuHostUnregister(m) => done(self.unregister_host(m.block)),
             Request::CuMemcpyDtoD(m) => done(self.copy_on_device(m)),
             Request::CuMemset(m) => done(self.memset(m)),
             Request::CuModuleLoad(m) => done(self.load_module(m)),
@@ -311,8 +316,10 @@ impl Drop for CudaSession {
                 unsafe { sys::cuCtxSynchronize() };
             }
         }
-        // Every copy into staging finished with the synchronization above.
+        // Every copy into staging or registered guest memory finished with
+        // the synchronization above.
         self.readbacks = Default::default();
+        self.pinned.clear();
         self.functions = HandleTable::new(Status::SUCCESS);
         self.modules = HandleTable::new(Status::SUCCESS);
         self.streams = HandleTable::new(Status::SUCCESS);

@@ -3,7 +3,9 @@
 //! memory and the device. Copies from guest memory are complete (staged by
 //! the driver, as for any pageable memory) before the call returns, and
 //! copies into it are synchronized, because the guest pages are only lent
-//! for the chain's lifetime.
+//! for the chain's lifetime, except in guest memory registered with the
+//! driver (`pinned.rs`): that is the program's own page-locked memory, and
+//! copies there run as DMA in the stream's time, as CUDA's do.
 
 use std::ffi::c_void;
 
@@ -101,11 +103,14 @@ impl CudaSession {
         self.check_range(m.src, m.data.len)?;
         let stream = self.stream(m.ctx, m.stream)?;
         let mut at = self.host_ptr(m.src);
-        for piece in io.in_slices(m.data)? {
+        let pieces = io.in_slices(m.data)?;
+        for piece in &pieces {
             let dst = piece.ptr as *mut c_void;
             // SAFETY: `piece` is writable guest memory of `piece.len` bytes;
             // the copy completes before the chain is returned (synchronized
-            // below); the device range was checked above.
+            // below), or it lies in guest memory registered with the driver
+            // (pages held until unregistered, after a synchronization); the
+            // device range was checked above.
             check(unsafe {
                 if m.stream == 0 {
                     sys::cuMemcpyDtoH_v2(dst, at, piece.len)
@@ -115,11 +120,33 @@ impl CudaSession {
             })?;
             at += piece.len as u64;
         }
-        if m.stream != 0 {
+        if m.stream != 0 && !self.pinned.covers(&pieces) {
             // SAFETY: `stream` is a live stream of the current context.
             check(unsafe { sys::cuStreamSynchronize(stream) })?;
         }
         Ok(())
+    }
+
+    /// `CuHostRegister`: page-locks the guest's allocation in place.
+    pub(super) fn register_host(
+        &mut self,
+        m: &vgpu_protocol::messages::CuHostRegister,
+        io: &GuestIo,
+    ) -> Result<(), Status> {
+        let pieces = io.out_slices(m.data)?;
+        self.pinned.register(m.block, &pieces)
+    }
+
+    /// `CuHostUnregister`: waits for the work that may still use the memory
+    /// (as `cuMemFreeHost` does), then unpins it.
+    pub(super) fn unregister_host(&mut self, block: u64) -> Result<(), Status> {
+        let contexts: Vec<_> = self.contexts.values().map(|c| c.raw).collect();
+        for raw in contexts {
+            self.make_current(raw)?;
+            // SAFETY: a context is current.
+            check(unsafe { sys::cuCtxSynchronize() })?;
+        }
+        self.pinned.unregister(block)
     }
 
     /// `cuMemcpyDtoHAsync` into page-locked guest memory: into staging,
@@ -146,13 +173,7 @@ impl CudaSession {
                     let from = bytes.get(at..end).ok_or_else(invalid)?;
                     // SAFETY: `piece` is writable guest memory of `piece.len`
                     // bytes for the chain's lifetime; `from` is as long.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(
-                            from.as_ptr(),
-                            piece.ptr,
-                            piece.len,
-                        )
-                    };
+                    unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), piece.ptr, piece.len) };
                     at = end;
                 }
                 Ok(())

@@ -57,7 +57,25 @@ pub(crate) fn copy_to_host(
     if n == 0 {
         return Ok(());
     }
+    let request = |data, start| {
+        Request::CuMemcpyDtoH(CuMemcpyDtoH {
+            ctx,
+            stream,
+            src: src + start,
+            data,
+        })
+    };
+    let in_heap = rt.in_heap(dst as usize, n);
+    if asynchronous && stream != 0 && in_heap {
+        // Registered with the backend's driver: it copies in place, in the
+        // stream's time, and answers at once.
+        rt.on_stream(ctx, stream, |_, _| {
+            rt.client.call_with_in(buf, request).map_err(cuda_status)
+        })?;
+        return rt.deferred();
+    }
     if asynchronous
+        && !in_heap
         && rt.is_pinned(dst as usize, n)
         && super::readback::start(rt, ctx, dst, src, n, stream)?
     {
@@ -70,16 +88,7 @@ pub(crate) fn copy_to_host(
         stream,
         |order, _| Ok(order.stream_horizon(ctx, stream)),
     )?;
-    rt.client
-        .call_with_in(buf, |data, start| {
-            Request::CuMemcpyDtoH(CuMemcpyDtoH {
-                ctx,
-                stream,
-                src: src + start,
-                data,
-            })
-        })
-        .map_err(cuda_status)?;
+    rt.client.call_with_in(buf, request).map_err(cuda_status)?;
     rt.deferred()?;
     super::readback::reached(rt, &horizon)
 }
@@ -274,6 +283,11 @@ fn host_alloc(pp: *mut *mut c_void, size: usize) -> CuResult<()> {
     if size == 0 {
         return Err(result::ERROR_INVALID_VALUE);
     }
+    if let Some((ptr, layout)) = super::pinned::alloc(rt, size) {
+        lock(&rt.host_allocations).insert(ptr as usize, layout);
+        lock(&rt.pinned).insert(ptr as usize, layout);
+        return put(pp, ptr);
+    }
     let layout = size
         .checked_next_multiple_of(PAGE)
         .ok_or(result::ERROR_OUT_OF_MEMORY)?;
@@ -317,6 +331,9 @@ entry! {
             return Err(result::ERROR_INVALID_VALUE);
         }
         lock(&rt.pinned).remove(&(p as usize));
+        if let Some(freed) = super::pinned::free(rt, p) {
+            return freed;
+        }
         // SAFETY: `p` came from `posix_memalign` in `host_alloc` and is
         // freed once (it was just removed from the table).
         unsafe { libc::free(p) };

@@ -12,6 +12,7 @@ pub mod launch;
 pub mod library;
 pub mod memory;
 pub mod module;
+pub mod pinned;
 pub mod procaddr;
 pub mod readback;
 pub mod stream;
