@@ -9,7 +9,7 @@ use std::ffi::c_void;
 use vgpu_protocol::messages::{CuHostRegister, CuHostUnregister};
 use vgpu_protocol::Request;
 
-use crate::ffi::CuResult;
+use crate::ffi::{result, CuResult};
 use crate::runtime::{cuda_status, lock, Runtime};
 
 /// A registered block of at least `size` bytes (whole pages) in the heap,
@@ -42,9 +42,12 @@ pub(crate) fn alloc(rt: &Runtime, size: usize) -> Option<(*mut c_void, usize)> {
 /// waits for work that may use it, then unpins it.
 pub(crate) fn free(rt: &Runtime, p: *mut c_void) -> Option<CuResult<()>> {
     let block = lock(&rt.heap_blocks).remove(&(p as usize))?;
-    let unregistered = rt
-        .call(Request::CuHostUnregister(CuHostUnregister { block }))
-        .map(drop);
+    let unregistered = match rt.call(Request::CuHostUnregister(CuHostUnregister { block })) {
+        // A backend restored from a checkpoint never registered it (its
+        // copies took the staged path): nothing to undo.
+        Err(result::ERROR_HOST_MEMORY_NOT_REGISTERED) => Ok(()),
+        other => other.map(drop),
+    };
     if let Some(heap) = lock(&rt.heap).as_mut() {
         heap.free(p as usize);
     }
