@@ -108,17 +108,23 @@ impl Order {
     /// blocking streams of its context, and they for it.
     pub fn enqueue(&mut self, ctx: u64, stream: u64) -> u64 {
         let key = Self::key(ctx, stream);
-        let lane_ctx = self.lane(ctx, key).ctx;
+        let (lane_ctx, blocking) = {
+            let lane = self.lane(ctx, key);
+            (lane.ctx, lane.blocking)
+        };
+        // What this operation waits for besides its own stream; nothing (and
+        // no allocation) in the common cases of a launch loop on the NULL
+        // stream alone or on a non-blocking stream.
         let mut before = Clock::new();
         if stream == 0 {
-            for lane in self
+            for (_, lane) in self
                 .lanes
-                .values()
-                .filter(|l| l.blocking && l.ctx == lane_ctx)
+                .iter()
+                .filter(|(&k, l)| k != key && l.blocking && l.ctx == lane_ctx)
             {
                 merge(&mut before, &lane.clock);
             }
-        } else if self.lanes[&key].blocking {
+        } else if blocking {
             if let Some(null) = self.lanes.get(&null_key(lane_ctx)) {
                 before = null.clock.clone();
             }
@@ -126,7 +132,9 @@ impl Order {
         self.next += 1;
         let seq = self.next;
         let lane = self.lane(ctx, key);
-        merge(&mut lane.clock, &before);
+        if !before.is_empty() {
+            merge(&mut lane.clock, &before);
+        }
         lane.clock.insert(key, seq);
         seq
     }

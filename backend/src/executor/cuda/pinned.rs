@@ -21,6 +21,9 @@ use crate::chain::Segment;
 const PORTABLE: u32 = 0x01;
 /// Blocks one session may register.
 pub const MAX_BLOCKS: usize = 4096;
+/// Bytes one session may keep page-locked: pinned pages cannot be swapped
+/// or moved by the host, so a guest must not pin without bound.
+pub const MAX_REGISTERED_BYTES: usize = 4 << 30;
 
 /// A session's registered guest ranges.
 #[derive(Default)]
@@ -29,6 +32,7 @@ pub struct PinnedGuestMemory {
     ranges: BTreeMap<usize, usize>,
     /// Guest block → the host ranges registered for it.
     blocks: HashMap<u64, Vec<usize>>,
+    warnings: crate::ratelimit::WarnLimiter,
 }
 
 // SAFETY: only addresses are kept; the driver owns the registrations.
@@ -46,6 +50,18 @@ impl PinnedGuestMemory {
         {
             return Err(cuda(result::ERROR_HOST_MEMORY_ALREADY_REGISTERED));
         }
+        let held: usize = self.ranges.values().sum();
+        let asked = pieces
+            .iter()
+            .map(|p| p.len)
+            .fold(0usize, usize::saturating_add);
+        if held.saturating_add(asked) > MAX_REGISTERED_BYTES {
+            crate::guest_warn!(
+                self.warnings,
+                "a guest asked to page-lock more than {MAX_REGISTERED_BYTES} bytes"
+            );
+            return Err(cuda(result::ERROR_OUT_OF_MEMORY));
+        }
         let mut done = Vec::with_capacity(pieces.len());
         for piece in pieces {
             // SAFETY: `piece` is mapped guest memory (resolved from the
@@ -53,7 +69,8 @@ impl PinnedGuestMemory {
             let code =
                 unsafe { sys::cuMemHostRegister_v2(piece.ptr as *mut c_void, piece.len, PORTABLE) };
             if let Err(status) = check(code) {
-                log::warn!(
+                crate::guest_warn!(
+                    self.warnings,
                     "page-locking {} bytes of guest memory failed: {status}",
                     piece.len
                 );

@@ -79,6 +79,7 @@ pub struct Readbacks {
     pending: HashMap<u64, Readback>,
     pending_bytes: u64,
     spare: Vec<Staging>,
+    warnings: crate::ratelimit::WarnLimiter,
 }
 
 // SAFETY: the raw pointers are driver allocations (page-locked memory and
@@ -108,7 +109,10 @@ impl Readbacks {
         if self.pending.len() >= MAX_PENDING_COPIES
             || self.pending_bytes + len as u64 > MAX_PENDING_BYTES
         {
-            log::warn!("device-to-host copies not collected exceed the session's limit");
+            crate::guest_warn!(
+                self.warnings,
+                "device-to-host copies not collected exceed the session's limit"
+            );
             return Err(cuda(result::ERROR_OUT_OF_MEMORY));
         }
         let staging = match self.spare.iter().position(|s| fits(s.capacity, len)) {
