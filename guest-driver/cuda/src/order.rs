@@ -40,8 +40,15 @@ struct Lane {
     /// Created without `CU_STREAM_NON_BLOCKING`: ordered with the legacy
     /// NULL stream.
     blocking: bool,
+    /// What the stream was created with, for `cuStreamGetFlags` and
+    /// `cuStreamGetPriority`.
+    flags: u32,
+    priority: i32,
     clock: Clock,
 }
+
+/// `CU_STREAM_NON_BLOCKING`.
+const NON_BLOCKING: u32 = 0x1;
 
 /// A device-to-host copy that returned before its bytes arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,20 +88,32 @@ impl Order {
         self.lanes.entry(key).or_insert_with(|| Lane {
             ctx,
             blocking: true,
+            flags: 0,
+            priority: 0,
             clock: Clock::new(),
         })
     }
 
-    /// A stream created in `ctx`; `blocking` unless `CU_STREAM_NON_BLOCKING`.
-    pub fn create_stream(&mut self, ctx: u64, stream: u64, blocking: bool) {
+    /// A stream created in `ctx` with `flags` and `priority`.
+    pub fn create_stream(&mut self, ctx: u64, stream: u64, flags: u32, priority: i32) {
         self.lanes.insert(
             stream,
             Lane {
                 ctx,
-                blocking,
+                blocking: flags & NON_BLOCKING == 0,
+                flags,
+                priority,
                 clock: Clock::new(),
             },
         );
+    }
+
+    /// A stream's context, flags and priority as created; `None` for a
+    /// stream the library did not create (the NULL stream: flags 0,
+    /// priority 0, the current context).
+    pub fn stream_info(&self, stream: u64) -> Option<(u64, u32, i32)> {
+        let lane = self.lanes.get(&stream)?;
+        Some((lane.ctx, lane.flags, lane.priority))
     }
 
     /// A stream destroyed: its work still completes, and its copies land at
@@ -288,7 +307,7 @@ mod tests {
     #[test]
     fn a_fresh_stream_is_idle_and_busy_after_work_until_synced() {
         let mut order = Order::default();
-        order.create_stream(CTX, 10, false);
+        order.create_stream(CTX, 10, NON_BLOCKING, 0);
         assert!(order.stream_idle(CTX, 10));
         order.enqueue(CTX, 10);
         assert!(!order.stream_idle(CTX, 10));
@@ -299,8 +318,8 @@ mod tests {
     #[test]
     fn syncing_one_stream_lands_only_its_copies() {
         let mut order = Order::default();
-        order.create_stream(CTX, 10, false);
-        order.create_stream(CTX, 11, false);
+        order.create_stream(CTX, 10, NON_BLOCKING, 0);
+        order.create_stream(CTX, 11, NON_BLOCKING, 0);
         copy_on(&mut order, 10, 1);
         copy_on(&mut order, 11, 2);
         sync_stream(&mut order, 10);
@@ -314,7 +333,7 @@ mod tests {
     #[test]
     fn an_event_covers_work_before_its_record_not_after() {
         let mut order = Order::default();
-        order.create_stream(CTX, 10, false);
+        order.create_stream(CTX, 10, NON_BLOCKING, 0);
         copy_on(&mut order, 10, 1);
         order.record(100, CTX, 10);
         copy_on(&mut order, 10, 2);
@@ -329,8 +348,8 @@ mod tests {
     #[test]
     fn waiting_on_an_event_carries_its_copies_to_the_waiting_stream() {
         let mut order = Order::default();
-        order.create_stream(CTX, 10, false);
-        order.create_stream(CTX, 11, false);
+        order.create_stream(CTX, 10, NON_BLOCKING, 0);
+        order.create_stream(CTX, 11, NON_BLOCKING, 0);
         copy_on(&mut order, 10, 1);
         order.record(100, CTX, 10);
         order.wait(CTX, 11, 100);
@@ -344,8 +363,8 @@ mod tests {
     #[test]
     fn the_null_stream_orders_with_blocking_streams_only() {
         let mut order = Order::default();
-        order.create_stream(CTX, 10, true);
-        order.create_stream(CTX, 11, false);
+        order.create_stream(CTX, 10, 0, 0);
+        order.create_stream(CTX, 11, NON_BLOCKING, 0);
         copy_on(&mut order, 10, 1);
         copy_on(&mut order, 11, 2);
         order.enqueue(CTX, 0);
@@ -361,7 +380,7 @@ mod tests {
     #[test]
     fn the_null_stream_is_busy_while_a_blocking_stream_is() {
         let mut order = Order::default();
-        order.create_stream(CTX, 10, true);
+        order.create_stream(CTX, 10, 0, 0);
         order.enqueue(CTX, 10);
         assert!(!order.stream_idle(CTX, 0));
         sync_stream(&mut order, 10);
@@ -371,7 +390,7 @@ mod tests {
     #[test]
     fn a_context_sync_lands_copies_of_destroyed_streams() {
         let mut order = Order::default();
-        order.create_stream(CTX, 10, false);
+        order.create_stream(CTX, 10, NON_BLOCKING, 0);
         copy_on(&mut order, 10, 1);
         order.destroy_stream(10);
         let horizon = order.context_horizon(CTX);
@@ -382,8 +401,8 @@ mod tests {
     #[test]
     fn a_context_sync_leaves_other_contexts_busy() {
         let mut order = Order::default();
-        order.create_stream(CTX, 10, false);
-        order.create_stream(CTX + 1, 11, false);
+        order.create_stream(CTX, 10, NON_BLOCKING, 0);
+        order.create_stream(CTX + 1, 11, NON_BLOCKING, 0);
         copy_on(&mut order, 10, 1);
         order.enqueue(CTX + 1, 11);
         let horizon = order.context_horizon(CTX);
@@ -395,7 +414,7 @@ mod tests {
     #[test]
     fn work_put_on_a_stream_during_its_sync_is_not_covered() {
         let mut order = Order::default();
-        order.create_stream(CTX, 10, false);
+        order.create_stream(CTX, 10, NON_BLOCKING, 0);
         copy_on(&mut order, 10, 1);
         let horizon = order.stream_horizon(CTX, 10);
         copy_on(&mut order, 10, 2);

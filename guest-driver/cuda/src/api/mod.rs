@@ -8,6 +8,7 @@ pub mod device;
 pub mod error;
 pub mod event;
 pub mod export;
+pub mod host_func;
 pub mod launch;
 pub mod library;
 pub mod memory;

@@ -14,9 +14,6 @@ use vgpu_protocol::Request;
 use crate::ffi::{entry, handle, put, CuResult, Handle};
 use crate::runtime::{lock, require_context, rt, stream_handle};
 
-/// `CU_STREAM_NON_BLOCKING`: not ordered with the legacy NULL stream.
-const NON_BLOCKING: c_uint = 0x1;
-
 fn create(pstream: *mut Handle, flags: c_uint, priority: c_int) -> CuResult<()> {
     let rt = rt()?;
     let ctx = require_context()?;
@@ -27,7 +24,7 @@ fn create(pstream: *mut Handle, flags: c_uint, priority: c_int) -> CuResult<()> 
         flags,
         priority,
     }))?;
-    lock(&rt.order).create_stream(ctx, stream, flags & NON_BLOCKING == 0);
+    lock(&rt.order).create_stream(ctx, stream, flags, priority);
     put(pstream, crate::ffi::to_ptr(stream))
 }
 
