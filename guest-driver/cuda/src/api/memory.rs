@@ -2,9 +2,9 @@
 //! bytes travel with the batch, or at once when large). Copies to the host
 //! follow CUDA's rules: into pageable memory, or without a stream, they
 //! wait for the data; `cuMemcpyDtoHAsync` into page-locked memory returns
-//! at once and its bytes land at the next synchronization that covers it
-//! (`readback.rs`). Page-locked host memory is page-aligned memory the
-//! library remembers as such.
+//! at once. In the transport's page-locked heap (`pinned.rs`) the backend's
+//! DMA writes it in place in the stream's time; elsewhere its bytes land at
+//! the next synchronization that covers it (`readback.rs`).
 
 use std::ffi::{c_uint, c_void};
 
