@@ -73,6 +73,10 @@ pub struct Order {
     events: HashMap<u64, Clock>,
     done: Clock,
     copies: Vec<PendingCopy>,
+    /// Streams destroyed whose work is not known done: context and last
+    /// operation. Once it is, the stream is forgotten everywhere, so the
+    /// clocks stay as small as the set of live streams.
+    retired: HashMap<u64, (u64, u64)>,
 }
 
 impl Order {
@@ -119,7 +123,35 @@ impl Order {
     /// A stream destroyed: its work still completes, and its copies land at
     /// the next synchronization that covers them.
     pub fn destroy_stream(&mut self, stream: u64) {
-        self.lanes.remove(&stream);
+        if let Some(lane) = self.lanes.remove(&stream) {
+            let last = lane.clock.get(&stream).copied().unwrap_or(0);
+            self.retired.insert(stream, (lane.ctx, last));
+            self.forget_finished();
+        }
+    }
+
+    /// Forgets destroyed streams whose work is known done and whose copies
+    /// landed: handles are never reused, so no clock needs them again.
+    fn forget_finished(&mut self) {
+        let finished: Vec<u64> = self
+            .retired
+            .iter()
+            .filter(|(stream, (_, last))| {
+                self.done.get(stream).copied().unwrap_or(0) >= *last
+                    && !self.copies.iter().any(|c| c.stream == **stream)
+            })
+            .map(|(&stream, _)| stream)
+            .collect();
+        for stream in finished {
+            self.retired.remove(&stream);
+            self.done.remove(&stream);
+            for lane in self.lanes.values_mut() {
+                lane.clock.remove(&stream);
+            }
+            for clock in self.events.values_mut() {
+                clock.remove(&stream);
+            }
+        }
     }
 
     /// Puts an operation on `stream` (0: the legacy NULL stream of `ctx`)
@@ -201,6 +233,9 @@ impl Order {
     /// returned: what it waited for is done.
     pub fn reached(&mut self, horizon: &Horizon) {
         merge(&mut self.done, &horizon.0);
+        if !self.retired.is_empty() {
+            self.forget_finished();
+        }
     }
 
     /// What `cuCtxSynchronize` waits for: all of the context's work, that
@@ -210,10 +245,10 @@ impl Order {
         for lane in self.lanes.values().filter(|l| l.ctx == ctx) {
             merge(&mut clock, &lane.clock);
         }
-        for copy in &self.copies {
-            if copy.ctx == ctx && !self.lanes.contains_key(&copy.stream) {
-                let at = clock.entry(copy.stream).or_insert(0);
-                *at = (*at).max(copy.seq);
+        for (&stream, &(stream_ctx, last)) in &self.retired {
+            if stream_ctx == ctx {
+                let at = clock.entry(stream).or_insert(0);
+                *at = (*at).max(last);
             }
         }
         Horizon(clock)
@@ -431,6 +466,53 @@ mod tests {
         assert!(!order.event_done(6));
         order.destroy_event(5);
         assert!(!order.event_done(5));
+    }
+
+    #[test]
+    fn a_destroyed_stream_is_forgotten_once_its_work_is_done() {
+        let mut order = Order::default();
+        order.create_stream(CTX, 10, NON_BLOCKING, 0);
+        order.create_stream(CTX, 11, NON_BLOCKING, 0);
+        copy_on(&mut order, 10, 1);
+        order.record(100, CTX, 10);
+        order.wait(CTX, 11, 100);
+        order.destroy_stream(10);
+        // Still needed: its copy has not landed, and stream 11 waits for it.
+        assert!(order.retired.contains_key(&10));
+        let horizon = order.stream_horizon(CTX, 11);
+        order.reached(&horizon);
+        assert_eq!(landed(&mut order), vec![1]);
+        // The next synchronization forgets it everywhere.
+        let horizon = order.event_horizon(100);
+        order.reached(&horizon);
+        assert!(order.retired.is_empty());
+        assert!(!order.done.contains_key(&10));
+        assert!(order.lanes.values().all(|l| !l.clock.contains_key(&10)));
+        assert!(order.events.values().all(|c| !c.contains_key(&10)));
+        assert!(order.event_done(100));
+        assert!(order.stream_idle(CTX, 11));
+    }
+
+    #[test]
+    fn many_streams_created_and_destroyed_leave_small_clocks() {
+        let mut order = Order::default();
+        order.create_stream(CTX, 5, 0, 0);
+        for stream in 10..1010 {
+            order.create_stream(CTX, stream, 0, 0);
+            order.enqueue(CTX, stream);
+            order.enqueue(CTX, 0);
+            order.destroy_stream(stream);
+            let horizon = order.context_horizon(CTX);
+            order.reached(&horizon);
+        }
+        order.enqueue(CTX, 5);
+        assert!(
+            order.lanes[&5].clock.len() <= 2,
+            "{:?}",
+            order.lanes[&5].clock
+        );
+        assert!(order.done.len() <= 3, "{:?}", order.done);
+        assert!(order.retired.is_empty());
     }
 
     #[test]
