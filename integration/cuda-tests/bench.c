@@ -1,6 +1,6 @@
 /* Native vs vgpu figures: call round trip, kernel launch rate, and
  * host<->device bandwidth from pageable (malloc) and page-locked
- * (cuMemAllocHost) memory. Prints one "bench key value unit" line each. */
+ * (cuMemAllocHost) memory, and the cost of querying an idle stream. Prints one "bench key value unit" line each. */
 #include "common.h"
 
 static void bandwidth(const char *what, void *host, CUdeviceptr dev, size_t bytes, int iters) {
@@ -49,10 +49,28 @@ int main(int argc, char **argv) {
     CHECK(cuCtxSynchronize());
     printf("bench launch_rate_3args %.0f launches/s\n", launches / (now_s() - t));
 
-    size_t sizes[] = {1 << 20, 64 << 20};
-    for (int k = 0; k < 2; k++) {
+    /* Queries of an idle stream and of a completed event: the driver
+     * answers them from its own bookkeeping. */
+    CUstream idle;
+    CUevent done;
+    CHECK(cuStreamCreate(&idle, CU_STREAM_NON_BLOCKING));
+    CHECK(cuEventCreate(&done, CU_EVENT_DISABLE_TIMING));
+    CHECK(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, idle, NULL, NULL));
+    CHECK(cuEventRecord(done, idle));
+    CHECK(cuStreamSynchronize(idle));
+    t = now_s();
+    for (int i = 0; i < calls; i++) CHECK(cuStreamQuery(idle));
+    printf("bench stream_query_idle %.3f us\n", (now_s() - t) / calls * 1e6);
+    t = now_s();
+    for (int i = 0; i < calls; i++) CHECK(cuEventQuery(done));
+    printf("bench event_query_done %.3f us\n", (now_s() - t) / calls * 1e6);
+    CHECK(cuEventDestroy(done));
+    CHECK(cuStreamDestroy(idle));
+
+    size_t sizes[] = {1 << 20, 4 << 20, 16 << 20, 64 << 20};
+    for (int k = 0; k < 4; k++) {
         size_t bytes = sizes[k];
-        int iters = bytes >= (64 << 20) ? 20 : 200;
+        int iters = (int)((1024ull << 20) / bytes) + 10;
         CUdeviceptr d;
         CHECK(cuMemAlloc(&d, bytes));
         void *pageable = malloc(bytes);

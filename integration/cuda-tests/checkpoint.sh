@@ -11,6 +11,8 @@
 # Then a checkpoint rewritten as if its modules were cubins for another
 # architecture must be refused with a clear error. Prints PASS/FAIL lines
 # and "N passed, N failed"; "skipped: no CUDA device" without a GPU.
+# CKPT_PROGRAM=checkpoint_streams CKPT_KINDS=ptx runs the program that keeps
+# two streams busy while the checkpoint is taken instead.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$(cd "${1:?BIN_DIR}" && pwd)
@@ -21,15 +23,18 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1 || ! co
     echo "skipped: no CUDA device"
     exit 0
 fi
+program=${CKPT_PROGRAM:-checkpoint_loop}
+kinds=${CKPT_KINDS:-ptx fatbin cubin}
 iterations=${CKPT_ITERATIONS:-30}
 pause_ms=${CKPT_PAUSE_MS:-100}
 work=$(mktemp -d)
 cd "$work"
-cp "$here"/checkpoint_loop.c "$here"/common.h "$here"/kernels.cu .
+cp "$here"/checkpoint_loop.c "$here/$program.c" "$here"/common.h "$here"/kernels.cu .
 nvcc -ptx -arch=sm_90 kernels.cu -o kernels.ptx &&
 nvcc -fatbin -gencode arch=compute_90,code='[sm_90,compute_90]' kernels.cu -o kernels.fatbin &&
 nvcc -cubin -arch=sm_90 kernels.cu -o kernels.cubin &&
-nvcc -O2 -o checkpoint_loop checkpoint_loop.c -lcuda || { echo "FAIL: nvcc"; exit 1; }
+nvcc -O2 -o checkpoint_loop checkpoint_loop.c -lcuda &&
+nvcc -O2 -o "$program" "$program.c" -lcuda || { echo "FAIL: nvcc"; exit 1; }
 mkdir -p lib
 ln -sf "$bin/libvgpu_cuda.so" lib/libcuda.so.1
 ln -sf "$bin/libvgpu_cuda.so" lib/libcuda.so
@@ -60,17 +65,17 @@ start_backend() {  # socket control log extra-args...
 now() { date +%s.%N; }
 ms() { echo "$1 $2" | awk '{printf "%.0f", ($2 - $1) * 1000}'; }
 
-native=$(timeout 120 ./checkpoint_loop kernels.ptx "$iterations" "$pause_ms" 2>&1)
+native=$(timeout 120 "./$program" kernels.ptx "$iterations" "$pause_ms" 2>&1)
 echo "$native" | sed 's/^/native: /'
 
-for kind in ptx fatbin cubin; do
+for kind in $kinds; do
     sock=$work/$kind.sock ctl=$work/$kind.ctl ckpt=$work/$kind.ckpt log=$out/backend-$kind.log
     rm -f "$sock" "$ctl"
     if ! start_backend "$sock" "$ctl" "$log"; then
         echo "FAIL $kind: the backend did not start"; fail=$((fail + 1)); tail -5 "$log"; continue
     fi
     LD_LIBRARY_PATH=$work/lib VGPU_SOCKET=$sock VGPU_LOOPBACK_MEM_MB=512 VGPU_RECONNECT_SECS=60 \
-        timeout 180 ./checkpoint_loop "kernels.$kind" "$iterations" "$pause_ms" >"$out/vgpu-$kind.txt" 2>"$out/vgpu-$kind.err" &
+        timeout 180 "./$program" "kernels.$kind" "$iterations" "$pause_ms" >"$out/vgpu-$kind.txt" 2>"$out/vgpu-$kind.err" &
     prog=$!
     for _ in $(seq 600); do grep -q '^PROGRESS 10' "$out/vgpu-$kind.txt" && break; sleep 0.05; done
     t0=$(now)
@@ -90,7 +95,7 @@ for kind in ptx fatbin cubin; do
     echo "figures $kind: checkpoint_bytes=$size checkpoint_and_exit_ms=$(ms "$t0" "$t1") restart_to_next_iteration_ms=$(ms "$t1" "$t2") (includes the ${pause_ms} ms pause)"
     echo "  ctl: $(cat "$out/ctl-$kind.json")"
     grep -E "restored|CUDA arena|cannot|error|ERROR|WARN" "$log" | sed 's/^/  log: /' | tail -8
-    [ -s "$ckpt" ] && "$bin/ckpt-edit" summary "$ckpt" | sed 's/^/  state: /'
+    [ -s "$ckpt" ] && [ -x "$bin/ckpt-edit" ] && "$bin/ckpt-edit" summary "$ckpt" | sed 's/^/  state: /'
     if [ $ctl_rc -eq 0 ] && [ $rc -eq 0 ] && [ "$native" == "$(cat "$out/vgpu-$kind.txt")" ] && grep -q "restored 1 session" "$log"; then
         echo "PASS checkpoint-restore-$kind"; pass=$((pass + 1))
     else
@@ -102,7 +107,7 @@ done
 
 # A module that would only run on sm_100 cannot be restored on this GPU:
 # the backend refuses the checkpoint before building anything.
-if [ -s "$work/cubin.ckpt" ]; then
+if [ -s "$work/cubin.ckpt" ] && [ -x "$bin/ckpt-edit" ]; then
     "$bin/ckpt-edit" retarget "$work/cubin.ckpt" "$work/forged.ckpt" 100
     log=$out/backend-forged.log
     timeout 30 "$bin/vgpu-backend" --socket "$work/forged.sock" --device cuda:0 --restore "$work/forged.ckpt" >"$log" 2>&1 &

@@ -24,14 +24,14 @@ cp "$here"/*.c "$here"/*.h "$here"/kernels.cu .
 nvcc -ptx -arch=sm_90 kernels.cu -o kernels.ptx &&
 nvcc -fatbin -gencode arch=compute_90,code='[sm_90,compute_90]' kernels.cu -o kernels.fatbin &&
 nvcc -cubin -arch=sm_90 kernels.cu -o kernels.cubin || { echo "FAIL: nvcc kernels"; exit 1; }
-for p in vecadd matmul streams globals bench isolation cross_vm; do
+for p in vecadd matmul streams async_copies host_funcs overlap globals bench isolation cross_vm; do
     nvcc -O2 -o $p $p.c -lcuda || { echo "FAIL: nvcc $p"; exit 1; }
 done
 
 mkdir -p lib
 ln -sf "$bin/libvgpu_cuda.so" lib/libcuda.so.1
 ln -sf "$bin/libvgpu_cuda.so" lib/libcuda.so
-for p in vecadd matmul streams globals bench isolation cross_vm; do
+for p in vecadd matmul streams async_copies host_funcs overlap globals bench isolation cross_vm; do
     missing=$(comm -23 <(nm -D --undefined-only $p | awk '{print $2}' | grep '^cu' | sort -u) \
                        <(nm -D --defined-only "$bin/libvgpu_cuda.so" | awk '{print $3}' | sort -u))
     [ -n "$missing" ] && echo "$p needs symbols the library lacks: $missing"
@@ -61,6 +61,9 @@ compare vecadd ./vecadd kernels.ptx
 compare matmul-ptx ./matmul kernels.ptx
 compare matmul-fatbin ./matmul kernels.fatbin
 compare streams ./streams kernels.ptx
+compare async_copies ./async_copies kernels.ptx
+compare host_funcs ./host_funcs kernels.ptx
+compare overlap ./overlap kernels.ptx /dev/null
 compare globals-ptx ./globals kernels.ptx
 compare globals-fatbin ./globals kernels.fatbin
 compare globals-cubin ./globals kernels.cubin
@@ -86,4 +89,8 @@ echo "$pass passed, $fail failed"
 
 echo "== native"; ./bench kernels.ptx | tee "$out/bench-native.txt"
 echo "== vgpu"; vgpu ./bench kernels.ptx | tee "$out/bench-vgpu.txt"
+# Copy/compute overlap on two streams: together / sum of the parts.
+./overlap kernels.ptx "$out/overlap-native.json" >/dev/null &&
+vgpu ./overlap kernels.ptx "$out/overlap-vgpu.json" >/dev/null &&
+echo "== overlap" && cat "$out/overlap-native.json" "$out/overlap-vgpu.json"
 kill "$backend"; wait "$backend" 2>/dev/null

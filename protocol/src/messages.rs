@@ -240,6 +240,19 @@ requests! {
     /// Device address `src` to `data` (in-data); complete when the reply comes.
     CuMemcpyDtoH = 0x2023 { ctx: u64, stream: u64, src: u64, data: DataRef }
     CuMemcpyDtoD = 0x2024 { ctx: u64, stream: u64, dst: u64, src: u64, size: u64 }
+    /// `cuMemcpyDtoHAsync` into page-locked guest memory: the backend copies
+    /// `size` bytes at `src` into host staging on `stream` and returns at
+    /// once; `CuMemcpyCollect` of the guest-chosen handle `copy` fetches them.
+    CuMemcpyDtoHStart = 0x2026 { ctx: u64, stream: u64, src: u64, size: u64, copy: u64 }
+    /// Waits for copy `copy` and writes its bytes `[offset, offset+data.len)`
+    /// to `data` (in-data); the copy is forgotten once its last byte went.
+    CuMemcpyCollect = 0x2027 { copy: u64, offset: u64, data: DataRef }
+    /// Page-locks the guest memory under `data` (out-data the transport
+    /// names in place) with the host driver, so copies to and from it run
+    /// as DMA and may finish after their chain returned; `block` names it.
+    CuHostRegister = 0x2028 { block: u64, data: DataRef }
+    /// Undoes `CuHostRegister` of `block` once the work using it finished.
+    CuHostUnregister = 0x2029 { block: u64 }
     /// `cuMemsetD8/D16/D32`: `count` elements of `elem_size` (1, 2 or 4) bytes.
     CuMemset = 0x2025 { ctx: u64, stream: u64, dst: u64, value: u32, elem_size: u32, count: u64 }
     /// PTX, cubin or fat binary, kept for snapshots.

@@ -9,9 +9,14 @@
 //! - `ffi`: C types and the panic-catching entry-point macro;
 //! - `runtime`: the session, the caches and the per-thread context stack;
 //! - `image`: how long a module image is, given only its address;
+//! - `order`: the order and progress of stream work (vector clocks), which
+//!   answers queries locally and says which asynchronous copies landed;
+//! - `heap`: page-locked allocations in the transport's shared heap;
 //! - `api/`: one file per area of the driver API.
 
 pub mod api;
 pub mod ffi;
+pub mod heap;
 pub mod image;
+pub mod order;
 pub mod runtime;

@@ -48,6 +48,16 @@ pub struct Runtime {
     pub ranges: Mutex<BTreeMap<u64, u64>>,
     /// Host allocations made by `cuMemAllocHost`: address → layout size.
     pub host_allocations: Mutex<HashMap<usize, usize>>,
+    /// Page-locked host ranges (`cuMemAllocHost`, `cuMemHostAlloc`,
+    /// `cuMemHostRegister`): start → length. Copies into them may return
+    /// before the data arrived, as CUDA allows only for such memory.
+    pub pinned: Mutex<BTreeMap<usize, usize>>,
+    /// The order and progress of stream work (`order.rs`).
+    pub order: Mutex<crate::order::Order>,
+    /// Page-locked allocations in the transport's shared heap, if it has
+    /// one, and the backend's handle for each block (by start).
+    pub heap: Mutex<Option<crate::heap::Heap>>,
+    pub heap_blocks: Mutex<HashMap<usize, u64>>,
 }
 
 static RUNTIME: OnceLock<Result<Runtime, i32>> = OnceLock::new();
@@ -67,6 +77,8 @@ fn connect() -> Result<Runtime, i32> {
         .map_err(to_cuda_result)?;
     let init = CuInitReply::from_bytes(&payload).map_err(|_| result::ERROR_UNKNOWN)?;
     Ok(Runtime {
+        heap: Mutex::new(client.shared_heap().map(crate::heap::Heap::new)),
+        heap_blocks: Mutex::new(HashMap::new()),
         client,
         init,
         devices: Mutex::new(HashMap::new()),
@@ -75,6 +87,8 @@ fn connect() -> Result<Runtime, i32> {
         primary: Mutex::new(Primary::default()),
         ranges: Mutex::new(BTreeMap::new()),
         host_allocations: Mutex::new(HashMap::new()),
+        pinned: Mutex::new(BTreeMap::new()),
+        order: Mutex::new(crate::order::Order::default()),
     })
 }
 
@@ -164,6 +178,38 @@ impl Runtime {
                 .is_some_and(|end| end <= start.saturating_add(size.max(1))),
             None => false,
         }
+    }
+
+    /// Whether `[ptr, ptr+len)` lies in one block of the shared heap (the
+    /// backend has it registered: copies there need no staging).
+    pub fn in_heap(&self, ptr: usize, len: usize) -> bool {
+        lock(&self.heap).as_ref().is_some_and(|h| h.holds(ptr, len))
+    }
+
+    /// Whether `[ptr, ptr+len)` lies in one page-locked host range.
+    pub fn is_pinned(&self, ptr: usize, len: usize) -> bool {
+        let pinned = lock(&self.pinned);
+        match pinned.range(..=ptr).next_back() {
+            Some((&start, &size)) => ptr
+                .checked_add(len)
+                .is_some_and(|end| end <= start.saturating_add(size)),
+            None => false,
+        }
+    }
+
+    /// Puts an operation on `stream` of `ctx` in the stream order and
+    /// sends it (`submit` gets the order and the operation's number). The
+    /// order stays locked until it is sent, so a synchronization that
+    /// covers the operation is always sent after it.
+    pub fn on_stream<T>(
+        &self,
+        ctx: u64,
+        stream: u64,
+        submit: impl FnOnce(&mut crate::order::Order, u64) -> CuResult<T>,
+    ) -> CuResult<T> {
+        let mut order = lock(&self.order);
+        let seq = order.enqueue(ctx, stream);
+        submit(&mut order, seq)
     }
 
     pub fn function(&self, handle: u64) -> CuResult<Arc<FunctionInfo>> {

@@ -130,6 +130,12 @@ impl Client {
         self.lock().transport.max_request_len()
     }
 
+    /// Host addresses of the transport's page-locked heap, if it has one
+    /// (see [`crate::Transport::shared_heap`]).
+    pub fn shared_heap(&self) -> Option<std::ops::Range<usize>> {
+        self.lock().transport.shared_heap()
+    }
+
     pub fn is_strict(&self) -> bool {
         self.strict
     }
@@ -212,7 +218,7 @@ impl Client {
         make: impl Fn(DataRef, u64) -> Request,
     ) -> Result<Vec<u8>, Status> {
         let mut inner = self.lock();
-        let chunk = inner.chunk_len();
+        let chunk = inner.chunk_len_for(bytes);
         let mut start = 0usize;
         loop {
             let end = (start + chunk).min(bytes.len());
@@ -241,7 +247,7 @@ impl Client {
         make: impl Fn(DataRef, u64) -> Request,
     ) -> Result<Vec<u8>, Status> {
         let mut inner = self.lock();
-        let chunk = inner.chunk_len();
+        let chunk = inner.chunk_len_for(buf);
         let mut start = 0usize;
         let total = buf.len();
         loop {
@@ -300,8 +306,17 @@ impl Inner {
         seq
     }
 
-    fn chunk_len(&self) -> usize {
-        // Leave room for data staged by deferred calls that go first.
+    /// The largest piece of `buf` one call moves: all of it when it lies
+    /// in the page-locked heap (it travels in place), else what the data
+    /// area takes, leaving room for data staged by deferred calls that go
+    /// first.
+    fn chunk_len_for(&self, buf: &[u8]) -> usize {
+        let start = buf.as_ptr() as usize;
+        if let Some(heap) = self.transport.shared_heap() {
+            if heap.start <= start && start + buf.len() <= heap.end {
+                return buf.len().max(1);
+            }
+        }
         (self.transport.max_data_len() / 2).max(4096)
     }
 

@@ -82,4 +82,12 @@ pub trait Transport: Send {
 
     /// Largest request stream of one batch.
     fn max_request_len(&self) -> usize;
+
+    /// Host addresses of this process's page-locked heap, if the transport
+    /// has one: segments inside it travel in place (never copied, and
+    /// without the data-size limit), so the device reads and writes them
+    /// directly, also after the batch returned (asynchronous copies).
+    fn shared_heap(&self) -> Option<std::ops::Range<usize>> {
+        None
+    }
 }

@@ -12,7 +12,11 @@
 //!   wait) for tests that send hand-made or malformed chains.
 //!
 //! The data area is `VGPU_LOOPBACK_MEM_MB` MiB (default 64); see
-//! [`LoopbackConfig`].
+//! [`LoopbackConfig`]. A second region of guest memory, the page-locked
+//! heap (`VGPU_LOOPBACK_PINNED_MB`, default 256), holds what the guest
+//! library allocates as page-locked memory: a segment of a batch that lies
+//! in it is named by its descriptor in place, never copied, as the guest
+//! kernel driver names pinned user pages in a VM.
 
 mod device;
 mod memory;
@@ -21,11 +25,12 @@ pub use device::{
     HandshakeError, LoopbackDevice, DEFAULT_FEATURES, VHOST_USER_F_PROTOCOL_FEATURES,
     VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
 };
-pub use memory::{MemoryLayout, EVENT_BUFFER_LEN};
+pub use memory::{GuestRam, MemoryLayout, EVENT_BUFFER_LEN};
 
 use std::io;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
 
 use vgpu_protocol::limits::{MAX_REQUEST_LEN, PEER_WINDOW_BASE};
 
@@ -36,6 +41,13 @@ use crate::{Submission, Transport};
 pub const MEM_MB_ENV: &str = "VGPU_LOOPBACK_MEM_MB";
 /// Default size of the data area.
 pub const DEFAULT_DATA_LEN: usize = 64 << 20;
+/// Environment variable: size of the page-locked heap in MiB (0: none).
+pub const PINNED_MB_ENV: &str = "VGPU_LOOPBACK_PINNED_MB";
+/// Size of the page-locked heap of [`LoopbackConfig::from_env`] unless
+/// `VGPU_LOOPBACK_PINNED_MB` says otherwise (sparse until used).
+pub const DEFAULT_HEAP_LEN: usize = 256 << 20;
+/// Alignment of the heap's guest-physical start.
+const HEAP_ALIGN: u64 = 2 << 20;
 /// Smallest and largest data area `VGPU_LOOPBACK_MEM_MB` may ask for, in MiB.
 pub const DATA_MB_RANGE: std::ops::RangeInclusive<u64> = 1..=65536;
 /// Default guest-physical address of guest memory: nonzero, so a descriptor
@@ -68,6 +80,9 @@ pub struct LoopbackConfig {
     /// How long to wait for a backend that went away to come back (zero:
     /// fail at once). [`RECONNECT_ENV`] sets it; default 60 s.
     pub reconnect_for: std::time::Duration,
+    /// Bytes of the page-locked heap (0: none, the default here;
+    /// [`LoopbackConfig::from_env`] gives [`DEFAULT_HEAP_LEN`]).
+    pub heap_len: usize,
 }
 
 impl Default for LoopbackConfig {
@@ -78,6 +93,7 @@ impl Default for LoopbackConfig {
             guest_base: DEFAULT_GUEST_BASE,
             event_buffers: DEFAULT_EVENT_BUFFERS,
             features: DEFAULT_FEATURES,
+            heap_len: 0,
         }
     }
 }
@@ -87,14 +103,19 @@ impl LoopbackConfig {
     pub fn from_env() -> io::Result<LoopbackConfig> {
         let mut config = LoopbackConfig::default();
         if let Some(value) = std::env::var_os(MEM_MB_ENV) {
-            config.data_len = parse_mem_mb(&value.to_string_lossy())?;
+            config.data_len = parse_mem_mb(MEM_MB_ENV, &value.to_string_lossy())?;
         }
+        config.heap_len = match std::env::var_os(PINNED_MB_ENV) {
+            Some(value) if value == "0" => 0,
+            Some(value) => parse_mem_mb(PINNED_MB_ENV, &value.to_string_lossy())?,
+            None => DEFAULT_HEAP_LEN,
+        };
         config.reconnect_for = reconnect_window();
         Ok(config)
     }
 }
 
-fn parse_mem_mb(value: &str) -> io::Result<usize> {
+fn parse_mem_mb(variable: &str, value: &str) -> io::Result<usize> {
     let mb = value
         .trim()
         .parse::<u64>()
@@ -104,7 +125,7 @@ fn parse_mem_mb(value: &str) -> io::Result<usize> {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
-                    "{MEM_MB_ENV}={value:?} is not a size in MiB between {} and {}",
+                    "{variable}={value:?} is not a size in MiB between {} and {}",
                     DATA_MB_RANGE.start(),
                     DATA_MB_RANGE.end()
                 ),
@@ -157,42 +178,63 @@ impl BatchPlan {
     /// reply and in-data; empty streams are left out.
     #[cfg(test)]
     fn chain(&self, data_gpa: u64) -> Vec<DescSpec> {
+        self.chain_placed(
+            data_gpa,
+            &[Place::Area(self.out.len())],
+            &[Place::Area(self.in_.len())],
+        )
+    }
+
+    /// As `chain`, where the out- and in-data are made of `out` and `in_`
+    /// in order: pieces of the plan's spans, or segments named in place.
+    fn chain_placed(&self, data_gpa: u64, out: &[Place], in_: &[Place]) -> Vec<DescSpec> {
         let mut chain = Vec::new();
-        for (span, writable) in [
-            (&self.request, false),
-            (&self.out, false),
-            (&self.reply, true),
-            (&self.in_, true),
-        ] {
-            push_span(
-                &mut chain,
-                data_gpa + span.start as u64,
-                span.len(),
-                writable,
-            );
+        let area = |span: &Range<usize>| [Place::Area(span.len())];
+        let streams: [(&Range<usize>, &[Place], bool); 4] = [
+            (&self.request, &area(&self.request), false),
+            (&self.out, out, false),
+            (&self.reply, &area(&self.reply), true),
+            (&self.in_, in_, true),
+        ];
+        for (span, places, writable) in streams {
+            let mut area_at = span.start;
+            for place in places {
+                let (addr, len) = match *place {
+                    Place::Area(len) => {
+                        area_at += len;
+                        (data_gpa + (area_at - len) as u64, len)
+                    }
+                    Place::InPlace { gpa, len } => (gpa, len),
+                };
+                push_span(&mut chain, addr, len, writable);
+            }
         }
         chain
     }
 }
 
-/// Descriptors for `len` bytes at `addr`, split where longer than one
-/// descriptor takes.
+/// Where one segment of the out- or in-data travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// Copied through the data area (this many bytes, next in its span).
+    Area(usize),
+    /// Named in place: it lies in the page-locked heap.
+    InPlace { gpa: u64, len: usize },
+}
+
+/// Descriptors for `len` bytes at `addr`, none longer than a descriptor
+/// may be; nothing for an empty span.
 fn push_span(chain: &mut Vec<DescSpec>, addr: u64, len: usize, writable: bool) {
     let mut at = 0usize;
     while at < len {
-        let n = (len - at).min(MAX_DESCRIPTOR_LEN);
+        let piece = (len - at).min(MAX_DESCRIPTOR_LEN);
         chain.push(DescSpec {
             addr: addr + at as u64,
-            len: n as u32,
+            len: piece as u32,
             writable,
         });
-        at += n;
+        at += piece;
     }
-}
-
-/// Whether a bulk segment of `len` bytes goes by peer memory.
-fn by_peer(peer: bool, len: usize) -> bool {
-    peer && len >= PEER_MIN_LEN
 }
 
 /// The largest request stream a data area of `data_len` bytes takes: a
@@ -221,6 +263,8 @@ pub struct Loopback {
     reconnect_for: std::time::Duration,
     /// The batch `post` left running, if any.
     posted: Option<Started>,
+    /// The page-locked heap, if any (kept across reconnects).
+    heap: Option<Arc<GuestRam>>,
     /// The backend reads and writes this process's memory itself.
     peer_memory: bool,
 }
@@ -274,8 +318,19 @@ impl Loopback {
 
     /// Connects with an explicit configuration.
     pub fn connect_with(path: &Path, config: &LoopbackConfig) -> io::Result<Loopback> {
-        let device = LoopbackDevice::connect(path, config)?;
+        let heap = if config.heap_len == 0 {
+            None
+        } else {
+            let ram_end = config.guest_base
+                + MemoryLayout::new(config.data_len, config.event_buffers)?.total as u64;
+            Some(Arc::new(GuestRam::new(
+                ram_end.next_multiple_of(HEAP_ALIGN),
+                config.heap_len,
+            )?))
+        };
+        let device = LoopbackDevice::connect_with_heap(path, config, heap.clone())?;
         Ok(Loopback {
+            heap,
             device,
             data_len: config.data_len,
             path: path.to_path_buf(),
@@ -296,7 +351,7 @@ impl Loopback {
             self.path.display()
         );
         loop {
-            match LoopbackDevice::connect(&self.path, &self.config) {
+            match LoopbackDevice::connect_with_heap(&self.path, &self.config, self.heap.clone()) {
                 Ok(device) => {
                     self.device = device;
                     // The new backend announced nothing to this session.
@@ -342,7 +397,7 @@ impl Transport for Loopback {
         }
         // Never by peer memory: the caller's buffers end with this call,
         // before the backend has read them.
-        match self.start(&mut submission, false) {
+        match self.start(&submission, false) {
             Ok(mut started) => {
                 if !self.reconnect_for.is_zero() {
                     started.resend = Some((submission.request.to_vec(), submission.out.concat()));
@@ -390,6 +445,12 @@ impl Transport for Loopback {
         max_data_len_for(self.data_len)
     }
 
+    fn shared_heap(&self) -> Option<Range<usize>> {
+        let heap = self.heap.as_ref()?;
+        let start = heap.host_ptr(heap.base(), 0).ok()? as usize;
+        Some(start..start + heap.range().end.saturating_sub(heap.base()) as usize)
+    }
+
     fn max_request_len(&self) -> usize {
         max_request_len_for(self.data_len)
     }
@@ -405,13 +466,43 @@ impl Loopback {
         self.finish(started, submission.reply, submission.in_)
     }
 
-    /// Lays the batch out in the data area and publishes it. With `peer`,
-    /// large bulk segments stay where they are and their descriptors name
-    /// them in the peer window: the caller keeps them alive and unchanged
+    /// Where a segment travels: in place when it lies in the heap, or
+    /// (with `peer`) when it is large enough to go by peer memory, named
+    /// in the peer window; the caller then keeps it alive and unchanged
     /// until the batch is finished.
-    fn start(&mut self, submission: &mut Submission<'_>, peer: bool) -> io::Result<Started> {
-        let out_len: usize = submission.out.iter().map(|s| s.len()).sum();
-        let in_len: usize = submission.in_.iter().map(|s| s.len()).sum();
+    fn place(&self, segment: &[u8], peer: bool) -> Place {
+        if let (Some(heap), Some(range)) = (&self.heap, self.shared_heap()) {
+            let start = segment.as_ptr() as usize;
+            if !segment.is_empty() && range.start <= start && start + segment.len() <= range.end {
+                return Place::InPlace {
+                    gpa: heap.base() + (start - range.start) as u64,
+                    len: segment.len(),
+                };
+            }
+        }
+        if peer && segment.len() >= PEER_MIN_LEN {
+            return Place::InPlace {
+                gpa: PEER_WINDOW_BASE + segment.as_ptr() as u64,
+                len: segment.len(),
+            };
+        }
+        Place::Area(segment.len())
+    }
+
+    /// Lays the batch out in the data area and publishes it.
+    fn start(&mut self, submission: &Submission<'_>, peer: bool) -> io::Result<Started> {
+        let out_places: Vec<Place> = submission.out.iter().map(|s| self.place(s, peer)).collect();
+        let in_places: Vec<Place> = submission.in_.iter().map(|s| self.place(s, peer)).collect();
+        let copied = |places: &[Place]| -> usize {
+            places
+                .iter()
+                .map(|p| match p {
+                    Place::Area(len) => *len,
+                    Place::InPlace { .. } => 0,
+                })
+                .sum()
+        };
+        let (out_len, in_len) = (copied(&out_places), copied(&in_places));
         if submission.request.is_empty() || submission.request.len() > self.max_request_len() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -424,14 +515,9 @@ impl Loopback {
                 format!("data streams of {out_len} and {in_len} bytes exceed max_data_len"),
             ));
         }
-        let copied = |lens: &mut dyn Iterator<Item = usize>| -> usize {
-            lens.filter(|&len| !by_peer(peer, len)).sum()
-        };
-        let out_copied = copied(&mut submission.out.iter().map(|s| s.len()));
-        let in_copied = copied(&mut submission.in_.iter().map(|s| s.len()));
         let reply_len = submission.reply.len();
         let plan = BatchPlan::new(
-            [submission.request.len(), out_copied, reply_len, in_copied],
+            [submission.request.len(), out_len, reply_len, in_len],
             self.data_len,
         )?;
         let data = self.device.data_area().start;
@@ -439,42 +525,22 @@ impl Loopback {
 
         self.device
             .write_guest(gpa(plan.request.start), submission.request)?;
-        let mut chain = Vec::new();
-        push_span(
-            &mut chain,
-            gpa(plan.request.start),
-            plan.request.len(),
-            false,
-        );
         let mut at = plan.out.start;
-        for segment in submission.out {
-            if by_peer(peer, segment.len()) {
-                let addr = PEER_WINDOW_BASE + segment.as_ptr() as u64;
-                push_span(&mut chain, addr, segment.len(), false);
-            } else {
+        for (segment, place) in submission.out.iter().zip(&out_places) {
+            if let Place::Area(len) = place {
                 self.device.write_guest(gpa(at), segment)?;
-                push_span(&mut chain, gpa(at), segment.len(), false);
-                at += segment.len();
+                at += len;
             }
         }
-        push_span(&mut chain, gpa(plan.reply.start), reply_len, true);
-        let mut at = plan.in_.start;
-        for segment in submission.in_.iter_mut() {
-            if by_peer(peer, segment.len()) {
-                let addr = PEER_WINDOW_BASE + segment.as_mut_ptr() as u64;
-                push_span(&mut chain, addr, segment.len(), true);
-            } else {
-                push_span(&mut chain, gpa(at), segment.len(), true);
-                at += segment.len();
-            }
-        }
-        let head = self.device.send_chain(&chain)?;
+        let head = self
+            .device
+            .send_chain(&plan.chain_placed(data, &out_places, &in_places))?;
         Ok(Started {
             head,
             reply_at: gpa(plan.reply.start),
             reply_len,
             in_at: gpa(plan.in_.start),
-            in_len,
+            in_len: submission.in_.iter().map(|s| s.len()).sum(),
             peer,
             resend: None,
         })
@@ -514,12 +580,13 @@ impl Loopback {
         self.device
             .read_guest(started.reply_at, &mut reply[..copied])?;
         // In the VM path the device writes the caller's pages directly; here
-        // in-data is copied back, but for what went by peer memory.
+        // the in-data stream is copied back, except segments in the heap or
+        // gone by peer memory, which the device wrote in place.
         let mut at = started.in_at;
         for segment in in_.iter_mut() {
-            if !by_peer(started.peer, segment.len()) {
+            if let Place::Area(len) = self.place(segment, started.peer) {
                 self.device.read_guest(at, segment)?;
-                at += segment.len() as u64;
+                at += len as u64;
             }
         }
         Ok(written)
@@ -532,14 +599,14 @@ mod tests {
 
     #[test]
     fn parse_mem_mb_accepts_sizes_in_range() {
-        assert_eq!(parse_mem_mb("64").expect("valid"), 64 << 20);
-        assert_eq!(parse_mem_mb(" 1 ").expect("valid"), 1 << 20);
+        assert_eq!(parse_mem_mb(MEM_MB_ENV, "64").expect("valid"), 64 << 20);
+        assert_eq!(parse_mem_mb(MEM_MB_ENV, " 1 ").expect("valid"), 1 << 20);
     }
 
     #[test]
     fn parse_mem_mb_rejects_garbage_zero_and_huge() {
         for bad in ["", "0", "-1", "abc", "65537", "99999999999999999999"] {
-            let err = parse_mem_mb(bad).expect_err(bad);
+            let err = parse_mem_mb(MEM_MB_ENV, bad).expect_err(bad);
             assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{bad}");
         }
     }
@@ -599,6 +666,40 @@ mod tests {
                     len: 5000,
                     writable: true
                 },
+            ]
+        );
+    }
+
+    #[test]
+    fn in_place_segments_keep_their_order_among_copied_ones() {
+        // Out: 10 copied bytes, 4096 in place, 6 copied; in: 8 in place.
+        let plan = BatchPlan::new([64, 16, 24, 0], 1 << 20).expect("fits");
+        let out = [
+            Place::Area(10),
+            Place::InPlace {
+                gpa: 0x9000,
+                len: 4096,
+            },
+            Place::Area(6),
+        ];
+        let in_ = [Place::InPlace {
+            gpa: 0xa000,
+            len: 8,
+        }];
+        let spec = |addr, len, writable| DescSpec {
+            addr,
+            len,
+            writable,
+        };
+        assert_eq!(
+            plan.chain_placed(0x1000, &out, &in_),
+            vec![
+                spec(0x1000, 64, false),
+                spec(0x1000 + 64, 10, false),
+                spec(0x9000, 4096, false),
+                spec(0x1000 + 74, 6, false),
+                spec(0x1000 + 128, 24, true),
+                spec(0xa000, 8, true),
             ]
         );
     }

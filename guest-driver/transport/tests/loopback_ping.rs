@@ -279,6 +279,105 @@ fn bulk_data_larger_than_the_data_area_round_trips_in_chunks() {
 }
 
 #[test]
+fn heap_segments_travel_in_place_beyond_the_data_area() {
+    let daemon = Daemon::start();
+    let loopback = Loopback::connect_with(
+        &daemon.socket,
+        &LoopbackConfig {
+            data_len: 1 << 20,
+            heap_len: 8 << 20,
+            ..LoopbackConfig::default()
+        },
+    )
+    .expect("loopback handshake");
+    let client = Client::open(Box::new(loopback), 1, false).expect("session opens");
+    let heap = client.shared_heap().expect("a heap was asked for");
+    assert_eq!(heap.len(), 8 << 20);
+    let size = 3 << 20;
+    // SAFETY: the heap is this process's shared mapping of `heap.len()`
+    // bytes, alive with the client; the two halves do not overlap.
+    let (data, back) = unsafe {
+        (
+            std::slice::from_raw_parts_mut(heap.start as *mut u8, size),
+            std::slice::from_raw_parts_mut((heap.start + (4 << 20)) as *mut u8, size),
+        )
+    };
+    for (i, byte) in data.iter_mut().enumerate() {
+        *byte = (i * 13 + i / 4096) as u8;
+    }
+    let (context, queue, mem) = (
+        client.new_handle(),
+        client.new_handle(),
+        client.new_handle(),
+    );
+    client
+        .defer(
+            CreateContext {
+                context,
+                properties: vec![],
+            }
+            .into(),
+        )
+        .expect("context");
+    client
+        .defer(
+            CreateQueue {
+                queue,
+                context,
+                properties: vec![],
+            }
+            .into(),
+        )
+        .expect("queue");
+    let create = CreateBuffer {
+        mem,
+        context,
+        flags: 1,
+        size: size as u64,
+        init: DataRef::default(),
+    };
+    client.defer(create.into()).expect("buffer");
+    // One call each way: 3 MiB is more than a 1 MiB data area carries, so
+    // they only succeed if the bytes are named in place.
+    let calls = std::cell::Cell::new(0);
+    client
+        .call_with_out(data, |data, start| {
+            calls.set(calls.get() + 1);
+            EnqueueWriteBuffer {
+                queue,
+                mem,
+                offset: start,
+                data,
+                wait: vec![],
+                event: 0,
+            }
+            .into()
+        })
+        .expect("write");
+    client
+        .call_with_in(back, |data, start| {
+            calls.set(calls.get() + 1);
+            EnqueueReadBuffer {
+                queue,
+                mem,
+                offset: start,
+                data,
+                wait: vec![],
+                event: 0,
+            }
+            .into()
+        })
+        .expect("read");
+    client.call(Finish { queue }.into()).expect("finish");
+    assert_eq!(client.flush(), Ok(()));
+    assert_eq!(calls.get(), 2, "one call each way");
+    assert!(
+        back == data,
+        "the buffer read back differs from what was written"
+    );
+}
+
+#[test]
 fn a_looping_chain_is_dropped_and_the_device_keeps_working() {
     let daemon = Daemon::start();
     let mut loopback = daemon.loopback();

@@ -53,6 +53,10 @@ pub struct CudaSession {
     pub(super) uploads: super::library::Uploads,
     /// Quota charges of module images that arrived in chunks, by module.
     pub(super) image_charges: std::collections::HashMap<u64, super::library::ImageCharge>,
+    /// Device-to-host copies that returned at once, until collected.
+    pub(super) readbacks: super::readback::Readbacks,
+    /// Guest memory page-locked with the driver.
+    pub(super) pinned: super::pinned::PinnedGuestMemory,
     /// The context current on the session's thread, to skip redundant sets.
     current: sys::CUcontext,
     /// When a kernel launch, or a write outside any allocation (a module
@@ -82,6 +86,8 @@ impl CudaSession {
             memory: MemoryAccount::default(),
             uploads: Default::default(),
             image_charges: Default::default(),
+            readbacks: Default::default(),
+            pinned: Default::default(),
             current: std::ptr::null_mut(),
             written: Default::default(),
         }
@@ -241,6 +247,10 @@ impl ExecSession for CudaSession {
             Request::CuMemFree(m) => done(self.free(m.ptr)),
             Request::CuMemcpyHtoD(m) => done(self.copy_to_device(m, io)),
             Request::CuMemcpyDtoH(m) => done(self.copy_from_device(m, io)),
+            Request::CuMemcpyDtoHStart(m) => done(self.start_readback(m)),
+            Request::CuMemcpyCollect(m) => done(self.collect_readback(m, io)),
+            Request::CuHostRegister(m) => done(self.register_host(m, io)),
+            Request::CuHostUnregister(m) => done(self.unregister_host(m.block)),
             Request::CuMemcpyDtoD(m) => done(self.copy_on_device(m)),
             Request::CuMemset(m) => done(self.memset(m)),
             Request::CuModuleLoad(m) => done(self.load_module(m)),
@@ -335,6 +345,10 @@ impl Drop for CudaSession {
                 unsafe { sys::cuCtxSynchronize() };
             }
         }
+        // Every copy into staging or registered guest memory finished with
+        // the synchronization above.
+        self.readbacks = Default::default();
+        self.pinned.clear();
         self.functions = HandleTable::new(Status::SUCCESS);
         self.modules = HandleTable::new(Status::SUCCESS);
         self.streams = HandleTable::new(Status::SUCCESS);

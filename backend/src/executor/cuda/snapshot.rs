@@ -364,6 +364,11 @@ impl CudaSession {
         let _ = set_current(std::ptr::null_mut());
         drained.map_err(|s| SnapshotError::device("finish the session's CUDA work", s))?;
         let drain = started.elapsed();
+        if !self.readbacks.is_empty() {
+            // Their staging is not part of the state yet: a guest that
+            // collects one after a restore gets an error for it.
+            log::warn!("session {id}: device-to-host copies not yet collected are not saved");
+        }
 
         Ok(SavedSession {
             state: m::SessionStateV2 {

@@ -3,13 +3,18 @@
 //! memory and the device. Copies from guest memory are complete (staged by
 //! the driver, as for any pageable memory) before the call returns, and
 //! copies into it are synchronized, because the guest pages are only lent
-//! for the chain's lifetime.
+//! for the chain's lifetime, except in guest memory registered with the
+//! driver (`pinned.rs`): that is the program's own page-locked memory, and
+//! copies there run as DMA in the stream's time, as CUDA's do.
 
 use std::ffi::c_void;
 
 use cudarc::driver::sys;
 use vgpu_protocol::cuda::{result, CuRangeReply};
-use vgpu_protocol::messages::{CuMemAlloc, CuMemcpyDtoD, CuMemcpyDtoH, CuMemcpyHtoD, CuMemset};
+use vgpu_protocol::messages::{
+    CuMemAlloc, CuMemcpyCollect, CuMemcpyDtoD, CuMemcpyDtoH, CuMemcpyDtoHStart, CuMemcpyHtoD,
+    CuMemset,
+};
 use vgpu_protocol::{Status, Wire};
 
 use super::driver::check;
@@ -99,11 +104,14 @@ impl CudaSession {
         self.check_range(m.src, m.data.len)?;
         let stream = self.stream(m.ctx, m.stream)?;
         let mut at = self.host_ptr(m.src);
-        for piece in io.in_slices(m.data)? {
+        let pieces = io.in_slices(m.data)?;
+        for piece in &pieces {
             let dst = piece.ptr as *mut c_void;
             // SAFETY: `piece` is writable guest memory of `piece.len` bytes;
             // the copy completes before the chain is returned (synchronized
-            // below); the device range was checked above.
+            // below), or it lies in guest memory registered with the driver
+            // (pages held until unregistered, after a synchronization); the
+            // device range was checked above.
             check(unsafe {
                 if m.stream == 0 {
                     sys::cuMemcpyDtoH_v2(dst, at, piece.len)
@@ -113,11 +121,64 @@ impl CudaSession {
             })?;
             at += piece.len as u64;
         }
-        if m.stream != 0 {
+        if m.stream != 0 && !self.pinned.covers(&pieces) {
             // SAFETY: `stream` is a live stream of the current context.
             check(unsafe { sys::cuStreamSynchronize(stream) })?;
         }
         Ok(())
+    }
+
+    /// `CuHostRegister`: page-locks the guest's allocation in place.
+    pub(super) fn register_host(
+        &mut self,
+        m: &vgpu_protocol::messages::CuHostRegister,
+        io: &GuestIo,
+    ) -> Result<(), Status> {
+        let pieces = io.out_slices(m.data)?;
+        self.pinned.register(m.block, &pieces)
+    }
+
+    /// `CuHostUnregister`: waits for the work that may still use the memory
+    /// (as `cuMemFreeHost` does), then unpins it.
+    pub(super) fn unregister_host(&mut self, block: u64) -> Result<(), Status> {
+        let contexts: Vec<_> = self.contexts.values().map(|c| c.raw).collect();
+        for raw in contexts {
+            self.make_current(raw)?;
+            // SAFETY: a context is current.
+            check(unsafe { sys::cuCtxSynchronize() })?;
+        }
+        self.pinned.unregister(block)
+    }
+
+    /// `cuMemcpyDtoHAsync` into page-locked guest memory: into staging,
+    /// collected later (`readback.rs`).
+    pub(super) fn start_readback(&mut self, m: &CuMemcpyDtoHStart) -> Result<(), Status> {
+        self.check_range(m.src, m.size)?;
+        let len = usize::try_from(m.size).map_err(|_| invalid())?;
+        let stream = self.stream(m.ctx, m.stream)?;
+        let src = self.host_ptr(m.src);
+        self.readbacks.start(m.copy, src, len, stream)
+    }
+
+    pub(super) fn collect_readback(
+        &mut self,
+        m: &CuMemcpyCollect,
+        io: &mut GuestIo,
+    ) -> Result<(), Status> {
+        let pieces = io.in_slices(m.data)?;
+        self.readbacks
+            .collect(m.copy, m.offset, m.data.len, |bytes| {
+                let mut at = 0usize;
+                for piece in &pieces {
+                    let end = at + piece.len;
+                    let from = bytes.get(at..end).ok_or_else(invalid)?;
+                    // SAFETY: `piece` is writable guest memory of `piece.len`
+                    // bytes for the chain's lifetime; `from` is as long.
+                    unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), piece.ptr, piece.len) };
+                    at = end;
+                }
+                Ok(())
+            })
     }
 
     pub(super) fn copy_on_device(&mut self, m: &CuMemcpyDtoD) -> Result<(), Status> {

@@ -172,9 +172,10 @@ entry! {
 
 fn synchronize(ctx: u64) -> CuResult<()> {
     known(ctx)?;
-    rt()?
-        .call(Request::CuCtxSynchronize(CuCtxSynchronize { ctx }))
-        .map(drop)
+    let rt = rt()?;
+    let horizon = lock(&rt.order).context_horizon(ctx);
+    rt.call(Request::CuCtxSynchronize(CuCtxSynchronize { ctx }))?;
+    super::readback::reached(rt, &horizon)
 }
 
 entry! {

@@ -1,4 +1,7 @@
 //! Events: recorded in batches, waited on and timed through the backend.
+//! A wait or a query that found the event complete lands the
+//! device-to-host copies it covered (`readback.rs`); a query of an event
+//! that a synchronization already covered is answered here.
 
 use std::ffi::c_uint;
 
@@ -9,8 +12,22 @@ use vgpu_protocol::messages::{
 };
 use vgpu_protocol::Request;
 
-use crate::ffi::{entry, handle, put, result, to_ptr, Handle};
-use crate::runtime::{decode, require_context, rt, stream_handle};
+use crate::ffi::{entry, handle, put, result, to_ptr, CuResult, Handle};
+use crate::runtime::{decode, lock, require_context, rt, stream_handle};
+
+fn record(event: Handle, stream: Handle) -> CuResult<()> {
+    let rt = rt()?;
+    let (event, stream) = (handle(event), stream_handle(handle(stream)));
+    // The NULL stream is the current context's.
+    let ctx = if stream == 0 {
+        require_context()?
+    } else {
+        crate::runtime::current_context()
+    };
+    let mut order = lock(&rt.order);
+    order.record(event, ctx, stream);
+    rt.defer(Request::CuEventRecord(CuEventRecord { event, stream }))
+}
 
 entry! {
     fn cuEventCreate(pevent: *mut Handle, flags: c_uint) {
@@ -18,22 +35,23 @@ entry! {
         let ctx = require_context()?;
         let event = rt.new_handle();
         rt.defer(Request::CuEventCreate(CuEventCreate { event, ctx, flags }))?;
+        lock(&rt.order).create_event(event);
         put(pevent, to_ptr(event))
     }
 }
 
 entry! {
     fn cuEventDestroy_v2(event: Handle) | cuEventDestroy {
-        rt()?.defer(Request::CuEventDestroy(CuEventDestroy { event: handle(event) }))
+        let rt = rt()?;
+        rt.defer(Request::CuEventDestroy(CuEventDestroy { event: handle(event) }))?;
+        lock(&rt.order).destroy_event(handle(event));
+        Ok(())
     }
 }
 
 entry! {
     fn cuEventRecord(event: Handle, stream: Handle) | cuEventRecord_ptsz {
-        rt()?.defer(Request::CuEventRecord(CuEventRecord {
-            event: handle(event),
-            stream: stream_handle(handle(stream)),
-        }))
+        record(event, stream)
     }
 }
 
@@ -43,22 +61,31 @@ entry! {
         if flags != 0 {
             return Err(result::ERROR_NOT_SUPPORTED);
         }
-        rt()?.defer(Request::CuEventRecord(CuEventRecord {
-            event: handle(event),
-            stream: stream_handle(handle(stream)),
-        }))
+        record(event, stream)
     }
 }
 
 entry! {
     fn cuEventSynchronize(event: Handle) {
-        rt()?.call(Request::CuEventSynchronize(CuEventSynchronize { event: handle(event) })).map(drop)
+        let rt = rt()?;
+        let horizon = lock(&rt.order).event_horizon(handle(event));
+        rt.call(Request::CuEventSynchronize(CuEventSynchronize { event: handle(event) }))?;
+        super::readback::reached(rt, &horizon)
     }
 }
 
 entry! {
     fn cuEventQuery(event: Handle) {
-        rt()?.call(Request::CuEventQuery(CuEventQuery { event: handle(event) })).map(drop)
+        let rt = rt()?;
+        let horizon = {
+            let order = lock(&rt.order);
+            if order.event_done(handle(event)) {
+                return rt.deferred();
+            }
+            order.event_horizon(handle(event))
+        };
+        rt.call(Request::CuEventQuery(CuEventQuery { event: handle(event) }))?;
+        super::readback::reached(rt, &horizon)
     }
 }
 

@@ -81,15 +81,18 @@ fn launch(
     if params.len() > MAX_PARAM_BUFFER {
         return Err(result::ERROR_INVALID_VALUE);
     }
-    rt.defer(Request::CuLaunchKernel(CuLaunchKernel {
-        function,
-        ctx,
-        stream: stream_handle(handle(stream)),
-        grid,
-        block,
-        shared_mem,
-        params,
-    }))
+    let stream = stream_handle(handle(stream));
+    rt.on_stream(ctx, stream, |_, _| {
+        rt.defer(Request::CuLaunchKernel(CuLaunchKernel {
+            function,
+            ctx,
+            stream,
+            grid,
+            block,
+            shared_mem,
+            params,
+        }))
+    })
 }
 
 entry! {

@@ -1,7 +1,10 @@
 //! Device memory, copies and fills. Copies to the device are batched (their
-//! bytes travel with the batch, or at once when large); copies to the host
-//! wait for the data. Page-locked host memory is ordinary page-aligned
-//! memory here: the transport moves every byte anyway.
+//! bytes travel with the batch, or at once when large). Copies to the host
+//! follow CUDA's rules: into pageable memory, or without a stream, they
+//! wait for the data; `cuMemcpyDtoHAsync` into page-locked memory returns
+//! at once. In the transport's page-locked heap (`pinned.rs`) the backend's
+//! DMA writes it in place in the stream's time; elsewhere its bytes land at
+//! the next synchronization that covers it (`readback.rs`).
 
 use std::ffi::{c_uint, c_void};
 
@@ -25,68 +28,107 @@ pub(crate) fn copy_to_device(dst: u64, src: *const c_void, n: usize, stream: u64
     if n == 0 {
         return Ok(());
     }
-    rt.client
-        .defer_with_out(data, |data, start| {
-            Request::CuMemcpyHtoD(CuMemcpyHtoD {
-                ctx,
-                stream,
-                dst: dst + start,
-                data,
+    rt.on_stream(ctx, stream, |_, _| {
+        rt.client
+            .defer_with_out(data, |data, start| {
+                Request::CuMemcpyHtoD(CuMemcpyHtoD {
+                    ctx,
+                    stream,
+                    dst: dst + start,
+                    data,
+                })
             })
-        })
-        .map_err(cuda_status)
+            .map_err(cuda_status)
+    })
 }
 
-pub(crate) fn copy_to_host(dst: *mut c_void, src: u64, n: usize, stream: u64) -> CuResult<()> {
+/// A copy to the host; `asynchronous` for the `Async` entry points, which
+/// return at once where the destination is page-locked.
+pub(crate) fn copy_to_host(
+    dst: *mut c_void,
+    src: u64,
+    n: usize,
+    stream: u64,
+    asynchronous: bool,
+) -> CuResult<()> {
     let rt = rt()?;
     let ctx = require_context()?;
     let buf = bytes_mut(dst, n)?;
     if n == 0 {
         return Ok(());
     }
-    rt.client
-        .call_with_in(buf, |data, start| {
-            Request::CuMemcpyDtoH(CuMemcpyDtoH {
-                ctx,
-                stream,
-                src: src + start,
-                data,
-            })
+    let request = |data, start| {
+        Request::CuMemcpyDtoH(CuMemcpyDtoH {
+            ctx,
+            stream,
+            src: src + start,
+            data,
         })
-        .map_err(cuda_status)?;
-    rt.deferred()
+    };
+    let in_heap = rt.in_heap(dst as usize, n);
+    if asynchronous && stream != 0 && in_heap {
+        // Registered with the backend's driver: it copies in place, in the
+        // stream's time, and answers at once.
+        rt.on_stream(ctx, stream, |_, _| {
+            rt.client.call_with_in(buf, request).map_err(cuda_status)
+        })?;
+        return rt.deferred();
+    }
+    if asynchronous
+        && !in_heap
+        && rt.is_pinned(dst as usize, n)
+        && super::readback::start(rt, ctx, dst, src, n, stream)?
+    {
+        return Ok(());
+    }
+    // The backend waits for the stream (the NULL stream: a synchronous
+    // copy), so the copy covers what the stream had before it.
+    let horizon = rt.on_stream(
+        ctx,
+        stream,
+        |order, _| Ok(order.stream_horizon(ctx, stream)),
+    )?;
+    rt.client.call_with_in(buf, request).map_err(cuda_status)?;
+    rt.deferred()?;
+    super::readback::reached(rt, &horizon)
 }
 
 pub(crate) fn copy_on_device(dst: u64, src: u64, n: usize, stream: u64) -> CuResult<()> {
+    let rt = rt()?;
     let ctx = require_context()?;
-    rt()?.defer(Request::CuMemcpyDtoD(CuMemcpyDtoD {
-        ctx,
-        stream,
-        dst,
-        src,
-        size: n as u64,
-    }))
+    rt.on_stream(ctx, stream, |_, _| {
+        rt.defer(Request::CuMemcpyDtoD(CuMemcpyDtoD {
+            ctx,
+            stream,
+            dst,
+            src,
+            size: n as u64,
+        }))
+    })
 }
 
 fn memset(dst: u64, value: u32, elem_size: u32, count: usize, stream: u64) -> CuResult<()> {
+    let rt = rt()?;
     let ctx = require_context()?;
-    rt()?.defer(Request::CuMemset(CuMemset {
-        ctx,
-        stream,
-        dst,
-        value,
-        elem_size,
-        count: count as u64,
-    }))
+    rt.on_stream(ctx, stream, |_, _| {
+        rt.defer(Request::CuMemset(CuMemset {
+            ctx,
+            stream,
+            dst,
+            value,
+            elem_size,
+            count: count as u64,
+        }))
+    })
 }
 
 /// `cuMemcpy` on unified addresses: device ranges are the library's own.
-fn copy_any(dst: u64, src: u64, n: usize, stream: u64) -> CuResult<()> {
+fn copy_any(dst: u64, src: u64, n: usize, stream: u64, asynchronous: bool) -> CuResult<()> {
     let rt = rt()?;
     match (rt.is_device(dst, n as u64), rt.is_device(src, n as u64)) {
         (true, true) => copy_on_device(dst, src, n, stream),
         (true, false) => copy_to_device(dst, src as usize as *const c_void, n, stream),
-        (false, true) => copy_to_host(dst as usize as *mut c_void, src, n, stream),
+        (false, true) => copy_to_host(dst as usize as *mut c_void, src, n, stream, asynchronous),
         (false, false) => {
             let from = bytes(src as usize as *const c_void, n)?.to_vec();
             bytes_mut(dst as usize as *mut c_void, n)?.copy_from_slice(&from);
@@ -165,13 +207,13 @@ entry! {
 
 entry! {
     fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: usize) | cuMemcpyDtoH_v2_ptds {
-        copy_to_host(dst, src, n, 0)
+        copy_to_host(dst, src, n, 0, false)
     }
 }
 
 entry! {
     fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, n: usize, stream: Handle) | cuMemcpyDtoHAsync_v2_ptsz {
-        copy_to_host(dst, src, n, stream_handle(handle(stream)))
+        copy_to_host(dst, src, n, stream_handle(handle(stream)), true)
     }
 }
 
@@ -189,13 +231,13 @@ entry! {
 
 entry! {
     fn cuMemcpy(dst: CUdeviceptr, src: CUdeviceptr, n: usize) | cuMemcpy_ptds {
-        copy_any(dst, src, n, 0)
+        copy_any(dst, src, n, 0, false)
     }
 }
 
 entry! {
     fn cuMemcpyAsync(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: Handle) | cuMemcpyAsync_ptsz {
-        copy_any(dst, src, n, stream_handle(handle(stream)))
+        copy_any(dst, src, n, stream_handle(handle(stream)), true)
     }
 }
 
@@ -241,6 +283,11 @@ fn host_alloc(pp: *mut *mut c_void, size: usize) -> CuResult<()> {
     if size == 0 {
         return Err(result::ERROR_INVALID_VALUE);
     }
+    if let Some((ptr, layout)) = super::pinned::alloc(rt, size) {
+        lock(&rt.host_allocations).insert(ptr as usize, layout);
+        lock(&rt.pinned).insert(ptr as usize, layout);
+        return put(pp, ptr);
+    }
     let layout = size
         .checked_next_multiple_of(PAGE)
         .ok_or(result::ERROR_OUT_OF_MEMORY)?;
@@ -251,6 +298,7 @@ fn host_alloc(pp: *mut *mut c_void, size: usize) -> CuResult<()> {
         return Err(result::ERROR_OUT_OF_MEMORY);
     }
     lock(&rt.host_allocations).insert(ptr as usize, layout);
+    lock(&rt.pinned).insert(ptr as usize, layout);
     put(pp, ptr)
 }
 
@@ -282,6 +330,10 @@ entry! {
         if lock(&rt.host_allocations).remove(&(p as usize)).is_none() {
             return Err(result::ERROR_INVALID_VALUE);
         }
+        lock(&rt.pinned).remove(&(p as usize));
+        if let Some(freed) = super::pinned::free(rt, p) {
+            return freed;
+        }
         // SAFETY: `p` came from `posix_memalign` in `host_alloc` and is
         // freed once (it was just removed from the table).
         unsafe { libc::free(p) };
@@ -290,26 +342,35 @@ entry! {
 }
 
 entry! {
-    /// Accepted without effect (no device mapping), so programs that pin
-    /// their buffers run unchanged.
+    /// Remembers the range as page-locked (no device mapping), so copies
+    /// into it may return at once as CUDA's do.
     fn cuMemHostRegister_v2(p: *mut c_void, size: usize, flags: c_uint) | cuMemHostRegister {
         const DEVICEMAP: c_uint = 0x02;
-        rt()?;
+        let rt = rt()?;
         if p.is_null() || size == 0 {
             return Err(result::ERROR_INVALID_VALUE);
         }
         if flags & DEVICEMAP != 0 {
             return Err(result::ERROR_NOT_SUPPORTED);
         }
+        if rt.is_pinned(p as usize, 1) || rt.is_pinned(p as usize + size - 1, 1) {
+            return Err(result::ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+        }
+        lock(&rt.pinned).insert(p as usize, size);
         Ok(())
     }
 }
 
 entry! {
     fn cuMemHostUnregister(p: *mut c_void) {
-        rt()?;
+        let rt = rt()?;
         if p.is_null() {
             return Err(result::ERROR_INVALID_VALUE);
+        }
+        if lock(&rt.host_allocations).contains_key(&(p as usize))
+            || lock(&rt.pinned).remove(&(p as usize)).is_none()
+        {
+            return Err(result::ERROR_HOST_MEMORY_NOT_REGISTERED);
         }
         Ok(())
     }

@@ -16,7 +16,8 @@
 use std::ffi::{c_char, c_int, c_void};
 
 use super::{
-    context, device, error, event, export, launch, library, memory, module, stream, unsupported,
+    context, device, error, event, export, host_func, launch, library, memory, module, stream,
+    unsupported,
 };
 use crate::ffi::{c_str, entry, put, put_opt, result, CUresult, CuResult};
 
@@ -212,6 +213,11 @@ pub fn implemented(symbol: &str) -> Option<*mut c_void> {
         "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags" => launch::cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
         "cuOccupancyMaxPotentialBlockSize" => launch::cuOccupancyMaxPotentialBlockSize,
         "cuOccupancyMaxPotentialBlockSizeWithFlags" => launch::cuOccupancyMaxPotentialBlockSizeWithFlags,
+        "cuLaunchHostFunc" => host_func::cuLaunchHostFunc,
+        "cuStreamAddCallback" => host_func::cuStreamAddCallback,
+        "cuStreamGetCtx" => host_func::cuStreamGetCtx,
+        "cuStreamGetFlags" => host_func::cuStreamGetFlags,
+        "cuStreamGetPriority" => host_func::cuStreamGetPriority,
         "cuStreamCreate" => stream::cuStreamCreate,
         "cuStreamCreateWithPriority" => stream::cuStreamCreateWithPriority,
         "cuStreamDestroy" => stream::cuStreamDestroy,

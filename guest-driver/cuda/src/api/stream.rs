@@ -1,5 +1,8 @@
 //! Streams. Creation and destruction are batched (the library picks the
-//! handle); waits go to the backend and report earlier deferred errors.
+//! handle); waits go to the backend and report earlier deferred errors,
+//! then land the device-to-host copies they covered (`readback.rs`). A
+//! query of a stream with nothing put on it since a synchronization covered
+//! its work is answered here, without a round trip.
 
 use std::ffi::{c_int, c_uint};
 
@@ -9,7 +12,7 @@ use vgpu_protocol::messages::{
 use vgpu_protocol::Request;
 
 use crate::ffi::{entry, handle, put, CuResult, Handle};
-use crate::runtime::{require_context, rt, stream_handle};
+use crate::runtime::{lock, require_context, rt, stream_handle};
 
 fn create(pstream: *mut Handle, flags: c_uint, priority: c_int) -> CuResult<()> {
     let rt = rt()?;
@@ -21,6 +24,7 @@ fn create(pstream: *mut Handle, flags: c_uint, priority: c_int) -> CuResult<()> 
         flags,
         priority,
     }))?;
+    lock(&rt.order).create_stream(ctx, stream, flags, priority);
     put(pstream, crate::ffi::to_ptr(stream))
 }
 
@@ -38,33 +42,52 @@ entry! {
 
 entry! {
     fn cuStreamDestroy_v2(stream: Handle) | cuStreamDestroy {
-        rt()?.defer(Request::CuStreamDestroy(CuStreamDestroy { stream: handle(stream) }))
+        let rt = rt()?;
+        rt.defer(Request::CuStreamDestroy(CuStreamDestroy { stream: handle(stream) }))?;
+        lock(&rt.order).destroy_stream(handle(stream));
+        Ok(())
     }
 }
 
 entry! {
     fn cuStreamSynchronize(stream: Handle) | cuStreamSynchronize_ptsz {
+        let rt = rt()?;
         let ctx = require_context()?;
         let stream = stream_handle(handle(stream));
-        rt()?.call(Request::CuStreamSynchronize(CuStreamSynchronize { ctx, stream })).map(drop)
+        let horizon = lock(&rt.order).stream_horizon(ctx, stream);
+        rt.call(Request::CuStreamSynchronize(CuStreamSynchronize { ctx, stream }))?;
+        super::readback::reached(rt, &horizon)
     }
 }
 
 entry! {
     fn cuStreamQuery(stream: Handle) | cuStreamQuery_ptsz {
+        let rt = rt()?;
         let ctx = require_context()?;
         let stream = stream_handle(handle(stream));
-        rt()?.call(Request::CuStreamQuery(CuStreamQuery { ctx, stream })).map(drop)
+        let horizon = {
+            let order = lock(&rt.order);
+            if order.stream_idle(ctx, stream) {
+                return rt.deferred();
+            }
+            order.stream_horizon(ctx, stream)
+        };
+        rt.call(Request::CuStreamQuery(CuStreamQuery { ctx, stream }))?;
+        super::readback::reached(rt, &horizon)
     }
 }
 
 entry! {
     fn cuStreamWaitEvent(stream: Handle, event: Handle, flags: c_uint) | cuStreamWaitEvent_ptsz {
+        let rt = rt()?;
         let ctx = require_context()?;
-        rt()?.defer(Request::CuStreamWaitEvent(CuStreamWaitEvent {
+        let (stream, event) = (stream_handle(handle(stream)), handle(event));
+        let mut order = lock(&rt.order);
+        order.wait(ctx, stream, event);
+        rt.defer(Request::CuStreamWaitEvent(CuStreamWaitEvent {
             ctx,
-            stream: stream_handle(handle(stream)),
-            event: handle(event),
+            stream,
+            event,
             flags,
         }))
     }

@@ -34,6 +34,7 @@ use std::io;
 use std::ops::Range;
 use std::os::fd::AsRawFd;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vgpu_protocol::{EVENT_QUEUE, EVENT_QUEUE_SIZE, NUM_QUEUES, SUBMIT_QUEUE, SUBMIT_QUEUE_SIZE};
@@ -114,6 +115,10 @@ pub struct LoopbackDevice {
     layout: MemoryLayout,
     acked_features: u64,
     acked_protocol_features: VhostUserProtocolFeatures,
+    /// A second region of guest memory for page-locked allocations, which
+    /// descriptors name in place; kept across reconnects (the program holds
+    /// pointers into it).
+    heap: Option<Arc<GuestRam>>,
     // Last: the rings above point into it.
     ram: GuestRam,
 }
@@ -137,6 +142,15 @@ impl LoopbackDevice {
     /// Connects to the backend's socket, sets up guest memory and both
     /// queues (the full vhost-user handshake), and posts the event buffers.
     pub fn connect(socket: &Path, config: &LoopbackConfig) -> io::Result<LoopbackDevice> {
+        LoopbackDevice::connect_with_heap(socket, config, None)
+    }
+
+    /// As [`Self::connect`], with `heap` as a second region of guest memory.
+    pub fn connect_with_heap(
+        socket: &Path,
+        config: &LoopbackConfig,
+        heap: Option<Arc<GuestRam>>,
+    ) -> io::Result<LoopbackDevice> {
         let layout = MemoryLayout::new(config.data_len, config.event_buffers)?;
         let ram = GuestRam::new(config.guest_base, layout.total)?;
         let submit = Queue::new(&ram, layout.submit_ring, SUBMIT_QUEUE_SIZE)?;
@@ -152,6 +166,7 @@ impl LoopbackDevice {
             layout,
             acked_features,
             acked_protocol_features,
+            heap,
             ram,
         };
         device.set_up_memory_and_queues()?;
@@ -160,8 +175,12 @@ impl LoopbackDevice {
     }
 
     fn set_up_memory_and_queues(&mut self) -> io::Result<()> {
+        let mut regions = vec![self.ram.region_info()?];
+        if let Some(heap) = &self.heap {
+            regions.push(heap.region_info()?);
+        }
         self.frontend
-            .set_mem_table(&[self.ram.region_info()?])
+            .set_mem_table(&regions)
             .map_err(step_failed("SET_MEM_TABLE"))?;
         for (index, queue) in [(SUBMIT_QUEUE, &self.submit), (EVENT_QUEUE, &self.event)] {
             let index = usize::from(index);
