@@ -108,6 +108,7 @@ pub fn implemented(symbol: &str) -> Option<*mut c_void> {
         "cuCtxGetStreamPriorityRange" => context::cuCtxGetStreamPriorityRange,
         "cuKernelGetAttribute" => library::cuKernelGetAttribute,
         "cuKernelGetFunction" => library::cuKernelGetFunction,
+        "cuKernelGetLibrary" => library::cuKernelGetLibrary,
         "cuKernelGetName" => library::cuKernelGetName,
         "cuKernelGetParamInfo" => library::cuKernelGetParamInfo,
         "cuKernelSetAttribute" => library::cuKernelSetAttribute,
