@@ -9,9 +9,11 @@
 //! - `ffi`: C types and the panic-catching entry-point macro;
 //! - `runtime`: the session, the caches and the per-thread context stack;
 //! - `image`: how long a module image is, given only its address;
+//! - `mapped`: mapped host memory and the device memory standing for it;
 //! - `api/`: one file per area of the driver API.
 
 pub mod api;
 pub mod ffi;
 pub mod image;
+pub mod mapped;
 pub mod runtime;

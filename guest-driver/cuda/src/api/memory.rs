@@ -1,7 +1,9 @@
 //! Device memory, copies and fills. Copies to the device are batched (their
 //! bytes travel with the batch, or at once when large); copies to the host
 //! wait for the data. Page-locked host memory is ordinary page-aligned
-//! memory here: the transport moves every byte anyway.
+//! memory here: the transport moves every byte anyway. Mapped host memory
+//! (`CU_MEMHOSTALLOC_DEVICEMAP`) is kept equal to a device allocation of
+//! its own (`crate::mapped`).
 
 use std::ffi::{c_uint, c_void};
 
@@ -14,7 +16,7 @@ use vgpu_protocol::Request;
 use crate::ffi::{
     bytes, bytes_mut, entry, handle, put, put_opt, result, CUdeviceptr, CuResult, Handle,
 };
-use crate::runtime::{cuda_status, decode, lock, require_context, rt, stream_handle};
+use crate::runtime::{cuda_status, decode, lock, require_context, rt, stream_handle, Runtime};
 
 const PAGE: usize = 4096;
 
@@ -44,6 +46,7 @@ pub(crate) fn copy_to_host(dst: *mut c_void, src: u64, n: usize, stream: u64) ->
     if n == 0 {
         return Ok(());
     }
+    rt.mapped_to_device()?;
     rt.client
         .call_with_in(buf, |data, start| {
             Request::CuMemcpyDtoH(CuMemcpyDtoH {
@@ -54,7 +57,8 @@ pub(crate) fn copy_to_host(dst: *mut c_void, src: u64, n: usize, stream: u64) ->
             })
         })
         .map_err(cuda_status)?;
-    rt.deferred()
+    rt.deferred()?;
+    rt.mapped_to_host()
 }
 
 pub(crate) fn copy_on_device(dst: u64, src: u64, n: usize, stream: u64) -> CuResult<()> {
@@ -95,17 +99,33 @@ fn copy_any(dst: u64, src: u64, n: usize, stream: u64) -> CuResult<()> {
     }
 }
 
+/// A device allocation of `size` bytes in `ctx`.
+fn alloc_device(rt: &Runtime, ctx: u64, size: usize) -> CuResult<u64> {
+    if size == 0 {
+        return Err(result::ERROR_INVALID_VALUE);
+    }
+    let reply: CuRangeReply = decode(&rt.call(Request::CuMemAlloc(CuMemAlloc {
+        ctx,
+        size: size as u64,
+    }))?)?;
+    lock(&rt.ranges).insert(reply.ptr, reply.size);
+    Ok(reply.ptr)
+}
+
+/// Frees a device allocation this library made.
+fn free_device(rt: &Runtime, ptr: u64) -> CuResult<()> {
+    if lock(&rt.ranges).remove(&ptr).is_none() {
+        log::debug!("cuMemFree_v2: {ptr:#x} is no allocation's start");
+        return Err(result::ERROR_INVALID_VALUE);
+    }
+    rt.defer(Request::CuMemFree(CuMemFree { ptr }))
+}
+
 entry! {
     fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize) {
         let rt = rt()?;
         let ctx = require_context()?;
-        if size == 0 {
-            return Err(result::ERROR_INVALID_VALUE);
-        }
-        let reply: CuRangeReply =
-            decode(&rt.call(Request::CuMemAlloc(CuMemAlloc { ctx, size: size as u64 }))?)?;
-        lock(&rt.ranges).insert(reply.ptr, reply.size);
-        put(dptr, reply.ptr)
+        put(dptr, alloc_device(rt, ctx, size)?)
     }
 }
 
@@ -118,11 +138,7 @@ entry! {
             // success, and cuBLAS fails to start on anything else.
             return Ok(());
         }
-        if lock(&rt.ranges).remove(&dptr).is_none() {
-            log::debug!("cuMemFree_v2: {dptr:#x} is no allocation's start");
-            return Err(result::ERROR_INVALID_VALUE);
-        }
-        rt.defer(Request::CuMemFree(CuMemFree { ptr: dptr }))
+        free_device(rt, dptr)
     }
 }
 
@@ -260,15 +276,56 @@ entry! {
     }
 }
 
+/// `CU_MEMHOSTALLOC_DEVICEMAP`, `CU_MEMHOSTREGISTER_DEVICEMAP`.
+const DEVICEMAP: c_uint = 0x02;
+
+/// Gives `[host, host + size)` a device allocation that stands for it.
+fn map_to_device(rt: &Runtime, host: usize, size: usize, owned: bool) -> CuResult<()> {
+    let ctx = require_context()?;
+    let device = alloc_device(rt, ctx, size)?;
+    if rt.map_host(host, size, device, ctx, owned) {
+        return Ok(());
+    }
+    free_device(rt, device)?;
+    Err(result::ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+}
+
+/// Drops the device allocation standing for the mapped range at `host`;
+/// whether there was one.
+fn unmap(rt: &Runtime, host: usize) -> CuResult<bool> {
+    match rt.unmap_host(host) {
+        Some(region) => free_device(rt, region.device).map(|()| true),
+        None => Ok(false),
+    }
+}
+
 entry! {
-    /// Mapped (device-visible) host memory is not offered
-    /// (`CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY` is 0).
     fn cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags: c_uint) {
-        const DEVICEMAP: c_uint = 0x02;
-        if flags & DEVICEMAP != 0 {
-            return Err(result::ERROR_NOT_SUPPORTED);
+        host_alloc(pp, size)?;
+        if flags & DEVICEMAP == 0 {
+            return Ok(());
         }
-        host_alloc(pp, size)
+        // SAFETY: `host_alloc` just wrote the pointer.
+        let host = unsafe { *pp };
+        let rt = rt()?;
+        map_to_device(rt, host as usize, size, true).inspect_err(|_| {
+            if lock(&rt.host_allocations).remove(&(host as usize)).is_some() {
+                // SAFETY: allocated by `host_alloc` above, freed once.
+                unsafe { libc::free(host) };
+            }
+        })
+    }
+}
+
+entry! {
+    /// The device pointer of mapped host memory (any address inside it).
+    fn cuMemHostGetDevicePointer_v2(pdptr: *mut CUdeviceptr, p: *mut c_void, flags: c_uint) {
+        let rt = rt()?;
+        if flags != 0 {
+            return Err(result::ERROR_INVALID_VALUE);
+        }
+        let device = lock(&rt.mapped).device_pointer(p as usize);
+        put(pdptr, device.ok_or(result::ERROR_INVALID_VALUE)?)
     }
 }
 
@@ -282,6 +339,7 @@ entry! {
         if lock(&rt.host_allocations).remove(&(p as usize)).is_none() {
             return Err(result::ERROR_INVALID_VALUE);
         }
+        unmap(rt, p as usize)?;
         // SAFETY: `p` came from `posix_memalign` in `host_alloc` and is
         // freed once (it was just removed from the table).
         unsafe { libc::free(p) };
@@ -290,16 +348,19 @@ entry! {
 }
 
 entry! {
-    /// Accepted without effect (no device mapping), so programs that pin
-    /// their buffers run unchanged.
+    /// Pinning has no effect (the transport moves every byte anyway), so
+    /// programs that pin their buffers run unchanged; with
+    /// `CU_MEMHOSTREGISTER_DEVICEMAP` the range is mapped as
+    /// `cuMemHostAlloc`'s is.
     fn cuMemHostRegister_v2(p: *mut c_void, size: usize, flags: c_uint) | cuMemHostRegister {
-        const DEVICEMAP: c_uint = 0x02;
-        rt()?;
+        let rt = rt()?;
         if p.is_null() || size == 0 {
             return Err(result::ERROR_INVALID_VALUE);
         }
         if flags & DEVICEMAP != 0 {
-            return Err(result::ERROR_NOT_SUPPORTED);
+            // The program's memory stays readable and writable until it
+            // unregisters it, as the driver requires.
+            return map_to_device(rt, p as usize, size, false);
         }
         Ok(())
     }
@@ -307,10 +368,14 @@ entry! {
 
 entry! {
     fn cuMemHostUnregister(p: *mut c_void) {
-        rt()?;
+        let rt = rt()?;
         if p.is_null() {
             return Err(result::ERROR_INVALID_VALUE);
         }
-        Ok(())
+        if lock(&rt.mapped).owned(p as usize) == Some(true) {
+            // `cuMemHostAlloc`'s memory was never registered.
+            return Err(result::ERROR_HOST_MEMORY_NOT_REGISTERED);
+        }
+        unmap(rt, p as usize).map(drop)
     }
 }

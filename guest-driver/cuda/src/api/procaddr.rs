@@ -184,6 +184,7 @@ pub fn implemented(symbol: &str) -> Option<*mut c_void> {
         "cuMemGetAddressRange_v2" => memory::cuMemGetAddressRange_v2,
         "cuMemGetInfo_v2" => memory::cuMemGetInfo_v2,
         "cuMemHostAlloc" => memory::cuMemHostAlloc,
+        "cuMemHostGetDevicePointer_v2" => memory::cuMemHostGetDevicePointer_v2,
         "cuMemHostRegister" => memory::cuMemHostRegister,
         "cuMemHostRegister_v2" => memory::cuMemHostRegister_v2,
         "cuMemHostUnregister" => memory::cuMemHostUnregister,

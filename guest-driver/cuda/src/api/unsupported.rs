@@ -48,7 +48,7 @@ unsupported! {
     fn listed;
     cuMemAllocManaged, cuMemAllocPitch_v2, cuMemAllocAsync, cuMemAllocAsync_ptsz,
     cuMemAllocFromPoolAsync, cuMemFreeAsync, cuMemFreeAsync_ptsz,
-    cuMemHostGetDevicePointer_v2, cuMemHostGetFlags,
+    cuMemHostGetFlags,
     cuMemcpy2D_v2, cuMemcpy2DUnaligned_v2, cuMemcpy2DAsync_v2, cuMemcpy3D_v2,
     cuMemcpy3DAsync_v2, cuMemcpyPeer, cuMemcpyPeerAsync, cuMemcpyBatchAsync,
     cuMemsetD2D8_v2, cuMemsetD2D16_v2, cuMemsetD2D32_v2,
