@@ -6,7 +6,8 @@
 # Usage: run-runtime.sh BIN_DIR OUT_DIR [TESTS...]
 #   BIN_DIR holds vgpu-backend and libvgpu_cuda.so; TESTS picks some of
 #   vecadd-static vecadd-shared big-image torch-available torch-matmul
-#   torch-mlp torch-conv torch-cnn cupy-reduce cupy-matmul cupy (default: all). big-image is the driver-API
+#   torch-mlp torch-conv torch-cnn torch-compile cupy-reduce cupy-matmul
+#   cupy-fft cupy-random cupy (default: all). big-image is the driver-API
 #   vecadd.c with its PTX padded past 8 MiB, so the image travels in
 #   chunks (CuImageChunk + CuModuleLoadStaged). Per test, OUT_DIR gets the vgpu run's
 #   debug log (NAME.log); the backend's log is backend-runtime.log.
@@ -16,7 +17,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 bin=$(cd "${1:?BIN_DIR}" && pwd)
 out=$(mkdir -p "${2:?OUT_DIR}" && cd "$2" && pwd)
 shift 2
-tests=${*:-vecadd-static vecadd-shared big-image torch-available torch-matmul torch-mlp torch-conv torch-cnn cupy-reduce cupy-matmul cupy}
+tests=${*:-vecadd-static vecadd-shared big-image torch-available torch-matmul torch-mlp torch-conv torch-cnn torch-compile cupy-reduce cupy-matmul cupy-fft cupy-random cupy}
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1 || ! command -v nvcc >/dev/null; then
     echo "skipped: no CUDA device"
     exit 0
@@ -46,7 +47,7 @@ sock=$work/vgpu.sock
 RUST_LOG=info "$bin/vgpu-backend" --socket "$sock" --device cuda:0 >"$out/backend-runtime.log" 2>&1 &
 backend=$!
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
-vgpu() { PYTHONFAULTHANDLER=1 LD_LIBRARY_PATH=$work/lib VGPU_SOCKET=$sock VGPU_LOOPBACK_MEM_MB=512 RUST_LOG=${VGPU_LOG:-debug} "$@"; }
+vgpu() { PYTHONFAULTHANDLER=1 LD_LIBRARY_PATH=$work/lib TRITON_LIBCUDA_PATH=$work/lib VGPU_SOCKET=$sock VGPU_LOOPBACK_MEM_MB=512 RUST_LOG=${VGPU_LOG:-debug} "$@"; }
 
 pass=0; fail=0
 # Whether two outputs agree: the same lines and words, numbers within the
@@ -105,6 +106,9 @@ for t in $tests; do
         torch-cnn) RTOL=1e-5 compare torch-cnn python3 "$here/runtime/torch_mlp.py" cnn ;;
         cupy-reduce) compare cupy-reduce python3 "$here/runtime/cupy_basic.py" reduce ;;
         cupy-matmul) compare cupy-matmul python3 "$here/runtime/cupy_basic.py" matmul ;;
+        cupy-fft) compare cupy-fft python3 "$here/runtime/cupy_basic.py" fft ;;
+        cupy-random) compare cupy-random python3 "$here/runtime/cupy_basic.py" random ;;
+        torch-compile) compare torch-compile python3 "$here/runtime/torch_mlp.py" compile ;;
         cupy) compare cupy python3 "$here/runtime/cupy_basic.py" ;;
         *) echo "unknown test $t" ;;
     esac

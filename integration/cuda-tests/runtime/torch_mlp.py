@@ -2,7 +2,9 @@
 MLP trained for 300 SGD steps (losses printed every 30 steps; run natively
 and through vgpu, the outputs must be identical). Stage "conv": a conv2d
 forward and backward (cuDNN) instead of the MLP; stage "cnn": a small CNN
-(two convolutions, cuDNN and cuBLAS) trained for 100 steps."""
+(two convolutions, cuDNN and cuBLAS) trained for 100 steps; stage
+"compile": a function through torch.compile (Triton kernels, launched
+through the driver API)."""
 import sys
 import torch
 
@@ -24,6 +26,16 @@ if stage == "conv":
     y.square().sum().backward()
     print("conv2d backward weight-grad sum %.4f input-grad sum %.4f"
           % (float(conv.weight.grad.sum()), float(img.grad.sum())), flush=True)
+    sys.exit(0)
+if stage == "compile":
+    @torch.compile
+    def f(x, y):
+        return torch.sin(x) * torch.cos(y) + x * y
+
+    x = torch.randn(4096, device=dev)
+    yv = torch.randn(4096, device=dev)
+    print("compiled sum %.4f" % float(f(x, yv).sum()), flush=True)
+    print("eager sum %.4f" % float((torch.sin(x) * torch.cos(yv) + x * yv).sum()), flush=True)
     sys.exit(0)
 if stage == "cnn":
     model = torch.nn.Sequential(
