@@ -12,6 +12,7 @@ pub mod launch;
 pub mod library;
 pub mod memory;
 pub mod module;
+pub mod pointer;
 pub mod procaddr;
 pub mod stream;
 pub mod unsupported;

@@ -16,7 +16,8 @@
 use std::ffi::{c_char, c_int, c_void};
 
 use super::{
-    context, device, error, event, export, launch, library, memory, module, stream, unsupported,
+    context, device, error, event, export, launch, library, memory, module, pointer, stream,
+    unsupported,
 };
 use crate::ffi::{c_str, entry, put, put_opt, result, CUresult, CuResult};
 
@@ -203,6 +204,8 @@ pub fn implemented(symbol: &str) -> Option<*mut c_void> {
         "cuMemsetD8Async" => memory::cuMemsetD8Async,
         "cuMemsetD8_v2" => memory::cuMemsetD8_v2,
         "cuModuleGetFunction" => module::cuModuleGetFunction,
+        "cuPointerGetAttribute" => pointer::cuPointerGetAttribute,
+        "cuPointerGetAttributes" => pointer::cuPointerGetAttributes,
         "cuModuleGetGlobal_v2" => module::cuModuleGetGlobal_v2,
         "cuModuleGetLoadingMode" => module::cuModuleGetLoadingMode,
         "cuModuleLoad" => module::cuModuleLoad,

@@ -53,7 +53,7 @@ unsupported! {
     cuMemcpy3DAsync_v2, cuMemcpyPeer, cuMemcpyPeerAsync, cuMemcpyBatchAsync,
     cuMemsetD2D8_v2, cuMemsetD2D16_v2, cuMemsetD2D32_v2,
     cuMemPrefetchAsync, cuMemPrefetchAsync_v2, cuMemAdvise, cuMemAdvise_v2,
-    cuMemRangeGetAttribute, cuPointerGetAttribute, cuPointerGetAttributes, cuPointerSetAttribute,
+    cuMemRangeGetAttribute, cuPointerSetAttribute,
     cuMemAddressReserve, cuMemAddressFree, cuMemCreate, cuMemRelease, cuMemMap, cuMemUnmap,
     cuMemSetAccess, cuMemGetAllocationGranularity, cuMemExportToShareableHandle,
     cuMemPoolCreate, cuMemPoolDestroy, cuDeviceGetDefaultMemPool, cuDeviceGetMemPool,
