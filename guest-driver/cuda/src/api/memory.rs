@@ -109,6 +109,7 @@ fn alloc_device(rt: &Runtime, ctx: u64, size: usize) -> CuResult<u64> {
         size: size as u64,
     }))?)?;
     lock(&rt.ranges).insert(reply.ptr, reply.size);
+    super::pointer::allocated(reply.ptr);
     Ok(reply.ptr)
 }
 
@@ -118,6 +119,7 @@ fn free_device(rt: &Runtime, ptr: u64) -> CuResult<()> {
         log::debug!("cuMemFree_v2: {ptr:#x} is no allocation's start");
         return Err(result::ERROR_INVALID_VALUE);
     }
+    super::pointer::freed(ptr);
     rt.defer(Request::CuMemFree(CuMemFree { ptr }))
 }
 

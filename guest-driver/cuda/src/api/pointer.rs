@@ -5,13 +5,17 @@
 //! but success or `CUDA_ERROR_INVALID_VALUE`.
 //!
 //! Answered: the memory type, the device and host pointers, the device
-//! ordinal, and the range's start and size. Not answered
+//! ordinal, the range's start and size, and the buffer id of a
+//! `cuMemAlloc` allocation (cuFFT reads it for each buffer it allocates;
+//! ids count up from 1 and are never reused). Not answered
 //! (`CUDA_ERROR_NOT_SUPPORTED`): the owning context, managed-memory and
-//! IPC flags, buffer ids, P2P tokens and the rest, which this library does
-//! not track. The device side of mapped memory reads as device memory
+//! IPC flags, P2P tokens and the rest, which this library does not track. The device side of mapped memory reads as device memory
 //! (natively it is the host allocation itself).
 
+use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, c_void};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use crate::ffi::{put, result, CUdeviceptr, CuResult};
 use crate::runtime::{lock, rt, Runtime};
@@ -20,6 +24,7 @@ use crate::runtime::{lock, rt, Runtime};
 const MEMORY_TYPE: c_int = 2;
 const DEVICE_POINTER: c_int = 3;
 const HOST_POINTER: c_int = 4;
+const BUFFER_ID: c_int = 7;
 const DEVICE_ORDINAL: c_int = 9;
 const RANGE_START_ADDR: c_int = 11;
 const RANGE_SIZE: c_int = 12;
@@ -31,8 +36,13 @@ const MEMORYTYPE_DEVICE: u32 = 2;
 /// What an address is, as far as this library knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    /// Inside a device range `[start, start + size)`.
-    Device { start: u64, size: u64 },
+    /// Inside a device range `[start, start + size)`; allocations have a
+    /// buffer id, module globals none.
+    Device {
+        start: u64,
+        size: u64,
+        buffer_id: Option<u64>,
+    },
     /// Inside host memory of this library's or the program's that is
     /// page-locked; `device` is where a mapped range's copy lives.
     Host {
@@ -55,7 +65,7 @@ enum Value {
 /// The value of `attribute` for `ptr`, which is of `kind`.
 fn answer(kind: Kind, ptr: u64, attribute: c_int) -> CuResult<Value> {
     let (start, size) = match kind {
-        Kind::Device { start, size } | Kind::Host { start, size, .. } => (start, size),
+        Kind::Device { start, size, .. } | Kind::Host { start, size, .. } => (start, size),
         Kind::Unknown => return Err(result::ERROR_INVALID_VALUE),
     };
     let offset = ptr.saturating_sub(start);
@@ -73,6 +83,9 @@ fn answer(kind: Kind, ptr: u64, attribute: c_int) -> CuResult<Value> {
         (DEVICE_ORDINAL, _) => Ok(Value::I32(0)),
         (RANGE_START_ADDR, _) => Ok(Value::U64(start)),
         (RANGE_SIZE, _) => Ok(Value::U64(size)),
+        (BUFFER_ID, Kind::Device { buffer_id, .. }) => {
+            buffer_id.map(Value::U64).ok_or(result::ERROR_NOT_SUPPORTED)
+        }
         _ => Err(result::ERROR_NOT_SUPPORTED),
     }
 }
@@ -90,11 +103,34 @@ fn unknown_default(attribute: c_int) -> CuResult<Value> {
     }
 }
 
+/// Allocation start → buffer id.
+fn buffer_ids() -> &'static Mutex<HashMap<u64, u64>> {
+    static IDS: OnceLock<Mutex<HashMap<u64, u64>>> = OnceLock::new();
+    IDS.get_or_init(Mutex::default)
+}
+
+/// Gives the allocation at `start` a buffer id no allocation had before.
+pub(crate) fn allocated(start: u64) {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    lock(buffer_ids()).insert(start, id);
+}
+
+/// Forgets the buffer id of the allocation at `start`.
+pub(crate) fn freed(start: u64) {
+    lock(buffer_ids()).remove(&start);
+}
+
 /// What `ptr` is: a device range, a mapped or page-locked host range.
 fn classify(rt: &Runtime, ptr: u64) -> Kind {
     if let Some((&start, &size)) = lock(&rt.ranges).range(..=ptr).next_back() {
         if ptr < start.saturating_add(size.max(1)) {
-            return Kind::Device { start, size };
+            let buffer_id = lock(buffer_ids()).get(&start).copied();
+            return Kind::Device {
+                start,
+                size,
+                buffer_id,
+            };
         }
     }
     let mapped = lock(&rt.mapped)
@@ -131,7 +167,8 @@ fn write(data: *mut c_void, value: Value) -> CuResult<()> {
 crate::ffi::entry! {
     fn cuPointerGetAttribute(data: *mut c_void, attribute: c_int, ptr: CUdeviceptr) {
         let rt = rt()?;
-        let value = answer(classify(rt, ptr), ptr, attribute)?;
+        let value = answer(classify(rt, ptr), ptr, attribute)
+            .inspect_err(|_| log::debug!("cuPointerGetAttribute: attribute {attribute} of {ptr:#x}"))?;
         write(data, value)
     }
 }
@@ -169,6 +206,7 @@ mod tests {
     const DEV: Kind = Kind::Device {
         start: 0x7000_0000,
         size: 0x1000,
+        buffer_id: Some(4),
     };
 
     #[test]
@@ -188,6 +226,27 @@ mod tests {
         assert_eq!(
             answer(DEV, p, HOST_POINTER),
             Err(result::ERROR_INVALID_VALUE)
+        );
+        assert_eq!(answer(DEV, p, BUFFER_ID), Ok(Value::U64(4)));
+    }
+
+    #[test]
+    fn buffer_ids_are_never_reused_for_a_new_allocation_at_the_same_address() {
+        allocated(0x5000);
+        let first = lock(buffer_ids()).get(&0x5000).copied();
+        freed(0x5000);
+        assert_eq!(lock(buffer_ids()).get(&0x5000), None);
+        allocated(0x5000);
+        let second = lock(buffer_ids()).get(&0x5000).copied();
+        assert!(first.is_some() && second.is_some() && first != second);
+        let global = Kind::Device {
+            start: 0x6000,
+            size: 8,
+            buffer_id: None,
+        };
+        assert_eq!(
+            answer(global, 0x6000, BUFFER_ID),
+            Err(result::ERROR_NOT_SUPPORTED)
         );
     }
 
