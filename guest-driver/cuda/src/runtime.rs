@@ -360,6 +360,20 @@ mod tests {
     }
 
     #[test]
+    fn mapped_memory_comes_back_after_waits_only() {
+        use vgpu_protocol::messages::{CuEventQuery, CuMemGetInfo, CuStreamSynchronize};
+        assert!(waits_for_device(&Request::CuStreamSynchronize(
+            CuStreamSynchronize { ctx: 1, stream: 0 }
+        )));
+        assert!(waits_for_device(&Request::CuEventQuery(CuEventQuery {
+            event: 3
+        })));
+        assert!(!waits_for_device(&Request::CuMemGetInfo(CuMemGetInfo {
+            ctx: 1
+        })));
+    }
+
+    #[test]
     fn calls_before_init_say_not_initialized() {
         assert_eq!(rt().err(), Some(result::ERROR_NOT_INITIALIZED));
     }
