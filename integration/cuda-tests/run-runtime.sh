@@ -1,12 +1,13 @@
 #!/bin/bash
 # CUDA *runtime* programs through vgpu (issue 13), native vs vgpu loopback:
 # a vecadd with nvcc's default static cudart and with -cudart shared,
-# PyTorch (is_available, matmul, a 100-step MLP, conv2d) and CuPy (elementwise,
+# PyTorch (is_available, matmul, a 300-step MLP, conv2d, a 100-step CNN) and CuPy (elementwise,
 # reduction, RawKernel, matmul). Each program's stdout must match the native run.
 # Usage: run-runtime.sh BIN_DIR OUT_DIR [TESTS...]
 #   BIN_DIR holds vgpu-backend and libvgpu_cuda.so; TESTS picks some of
 #   vecadd-static vecadd-shared big-image torch-available torch-matmul
-#   torch-mlp torch-conv cupy-reduce cupy-matmul cupy (default: all). big-image is the driver-API
+#   torch-mlp torch-conv torch-cnn torch-compile cupy-reduce cupy-matmul
+#   cupy-fft cupy-random cupy (default: all). big-image is the driver-API
 #   vecadd.c with its PTX padded past 8 MiB, so the image travels in
 #   chunks (CuImageChunk + CuModuleLoadStaged). Per test, OUT_DIR gets the vgpu run's
 #   debug log (NAME.log); the backend's log is backend-runtime.log.
@@ -16,7 +17,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 bin=$(cd "${1:?BIN_DIR}" && pwd)
 out=$(mkdir -p "${2:?OUT_DIR}" && cd "$2" && pwd)
 shift 2
-tests=${*:-vecadd-static vecadd-shared big-image torch-available torch-matmul torch-mlp torch-conv cupy-reduce cupy-matmul cupy}
+tests=${*:-vecadd-static vecadd-shared big-image torch-available torch-matmul torch-mlp torch-conv torch-cnn torch-compile cupy-reduce cupy-matmul cupy-fft cupy-random cupy}
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1 || ! command -v nvcc >/dev/null; then
     echo "skipped: no CUDA device"
     exit 0
@@ -46,10 +47,26 @@ sock=$work/vgpu.sock
 RUST_LOG=info "$bin/vgpu-backend" --socket "$sock" --device cuda:0 >"$out/backend-runtime.log" 2>&1 &
 backend=$!
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
-vgpu() { PYTHONFAULTHANDLER=1 LD_LIBRARY_PATH=$work/lib VGPU_SOCKET=$sock VGPU_LOOPBACK_MEM_MB=512 RUST_LOG=${VGPU_LOG:-debug} "$@"; }
+vgpu() { PYTHONFAULTHANDLER=1 LD_LIBRARY_PATH=$work/lib TRITON_LIBCUDA_PATH=$work/lib VGPU_SOCKET=$sock VGPU_LOOPBACK_MEM_MB=512 RUST_LOG=${VGPU_LOG:-debug} "$@"; }
 
 pass=0; fail=0
-compare() {  # name, command...
+# Whether two outputs agree: the same lines and words, numbers within the
+# relative tolerance RTOL (0: identical text).
+same() {  # rtol, a, b
+    [ "$2" == "$3" ] && return 0
+    [ "$1" == 0 ] && return 1
+    awk -v rtol="$1" 'NR == FNR { a[FNR] = $0; n = FNR; next }
+        { if (!(FNR in a)) exit 1; split(a[FNR], x); m = split($0, y)
+          if (m != length(x)) exit 1
+          for (i = 1; i <= m; i++) {
+              if (x[i] == y[i]) continue
+              if (x[i] !~ /^-?[0-9.]+$/ || y[i] !~ /^-?[0-9.]+$/) exit 1
+              d = x[i] - y[i]; d = d < 0 ? -d : d; s = x[i] < 0 ? -x[i] : x[i]
+              if (d > rtol * s + 1e-9) exit 1
+          } }
+        END { if (FNR != n) exit 1 }' <(echo "$2") <(echo "$3")
+}
+compare() {  # name, command... (RTOL in the environment: numbers may differ so much)
     local name=$1; shift
     local native vgpu_out t0 t1 t2
     t0=$(date +%s.%N)
@@ -59,8 +76,10 @@ compare() {  # name, command...
     t2=$(date +%s.%N)
     local times
     times=$(awk -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN { printf "native %.1fs, vgpu %.1fs", b - a, c - b }')
-    if [ $rn -eq 0 ] && [ $rv -eq 0 ] && [ "$native" == "$vgpu_out" ]; then
-        echo "PASS $name ($times)"; pass=$((pass + 1))
+    if [ $rn -eq 0 ] && [ $rv -eq 0 ] && same "${RTOL:-0}" "$native" "$vgpu_out"; then
+        local how=""
+        [ "$native" == "$vgpu_out" ] || how=", numbers within ${RTOL} relative"
+        echo "PASS $name ($times$how)"; pass=$((pass + 1))
     else
         echo "FAIL $name (native rc=$rn, vgpu rc=$rv; $times)"; fail=$((fail + 1))
         diff <(echo "$native") <(echo "$vgpu_out") | head -20
@@ -82,8 +101,14 @@ for t in $tests; do
         torch-matmul-no-69a2) VGPU_REFUSE_TABLES=69a28e9f compare "$t" python3 "$here/runtime/torch_mlp.py" matmul ;;
         torch-mlp) compare torch-mlp python3 "$here/runtime/torch_mlp.py" ;;
         torch-conv) compare torch-conv python3 "$here/runtime/torch_mlp.py" conv ;;
+        # cuDNN's backward convolutions add in no fixed order: natively too,
+        # two runs differ in the last printed digit.
+        torch-cnn) RTOL=1e-5 compare torch-cnn python3 "$here/runtime/torch_mlp.py" cnn ;;
         cupy-reduce) compare cupy-reduce python3 "$here/runtime/cupy_basic.py" reduce ;;
         cupy-matmul) compare cupy-matmul python3 "$here/runtime/cupy_basic.py" matmul ;;
+        cupy-fft) compare cupy-fft python3 "$here/runtime/cupy_basic.py" fft ;;
+        cupy-random) compare cupy-random python3 "$here/runtime/cupy_basic.py" random ;;
+        torch-compile) compare torch-compile python3 "$here/runtime/torch_mlp.py" compile ;;
         cupy) compare cupy python3 "$here/runtime/cupy_basic.py" ;;
         *) echo "unknown test $t" ;;
     esac

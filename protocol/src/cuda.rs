@@ -324,6 +324,8 @@ replies! {
     /// Reply to queries that answer one 64-bit value (`cuCtxGetLimit`,
     /// available dynamic shared memory).
     CuValueReply { value: u64 }
+    /// Reply to `CuModuleFunctionNames`: each name followed by a NUL.
+    CuNamesReply { names: Vec<u8> }
 }
 
 #[cfg(test)]
@@ -441,6 +443,10 @@ mod tests {
             value: u64::MAX - 1,
         };
         assert_eq!(CuValueReply::from_bytes(&value.to_bytes()).unwrap(), value);
+        let names = CuNamesReply {
+            names: b"first\0second\0".to_vec(),
+        };
+        assert_eq!(CuNamesReply::from_bytes(&names.to_bytes()).unwrap(), names);
         let dims: [u32; 3] = [1, 2, 3];
         let mut w = Writer::new();
         dims.put(&mut w);
@@ -450,8 +456,9 @@ mod tests {
     #[test]
     fn library_messages_round_trip() {
         use crate::messages::{
-            CuCtxGetLimit, CuCtxGetStreamPriorityRange, CuImageChunk, CuModuleLoadStaged,
-            CuOccupancyAvailableDynamicSMem, CuOccupancyMaxActiveClusters, Request,
+            CuCtxGetLimit, CuCtxGetStreamPriorityRange, CuImageChunk, CuModuleFunctionNames,
+            CuModuleLoadStaged, CuOccupancyAvailableDynamicSMem, CuOccupancyMaxActiveClusters,
+            Request,
         };
         let requests: Vec<Request> = vec![
             CuImageChunk {
@@ -483,6 +490,7 @@ mod tests {
                 cluster: [2, 1, 1],
             }
             .into(),
+            CuModuleFunctionNames { module: 10 }.into(),
         ];
         for request in requests {
             let mut w = Writer::new();

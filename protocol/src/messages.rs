@@ -281,6 +281,9 @@ requests! {
     /// `cuOccupancyMaxActiveClusters` for a launch of this shape (`cluster`
     /// all 0: the kernel's own cluster dimensions). Reply: `CuIntReply`.
     CuOccupancyMaxActiveClusters = 0x203c { function: u64, grid: [u32; 3], block: [u32; 3], shared_mem: u32, cluster: [u32; 3] }
+    /// The names of a module's kernels (what cuFFT's table `6e163fbe`
+    /// slot 7 enumerates). Reply: `CuNamesReply`.
+    CuModuleFunctionNames = 0x203d { module: u64 }
     /// `params` is the packed parameter buffer, laid out as the function's reply said.
     CuLaunchKernel = 0x2040 { function: u64, ctx: u64, stream: u64, grid: [u32; 3], block: [u32; 3], shared_mem: u32, params: Vec<u8> }
     CuStreamCreate = 0x2050 { stream: u64, ctx: u64, flags: u32, priority: i32 }

@@ -101,6 +101,7 @@ const CUDA_OPCODES: &[u32] = &[
     opcode::CuModuleLoadStaged,
     opcode::CuOccupancyAvailableDynamicSMem,
     opcode::CuOccupancyMaxActiveClusters,
+    opcode::CuModuleFunctionNames,
     opcode::CuLaunchKernel,
     opcode::CuStreamCreate,
     opcode::CuStreamDestroy,

@@ -12,11 +12,13 @@
 //! - `order`: the order and progress of stream work (vector clocks), which
 //!   answers queries locally and says which asynchronous copies landed;
 //! - `heap`: page-locked allocations in the transport's shared heap;
+//! - `mapped`: mapped host memory and the device memory standing for it;
 //! - `api/`: one file per area of the driver API.
 
 pub mod api;
 pub mod ffi;
 pub mod heap;
 pub mod image;
+pub mod mapped;
 pub mod order;
 pub mod runtime;

@@ -10,11 +10,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use vgpu_protocol::cuda::{to_cuda_result, CuDeviceInfoReply, CuInitReply};
-use vgpu_protocol::messages::{CuDeviceInfo, CuInit};
+use vgpu_protocol::messages::{CuDeviceInfo, CuInit, CuMemcpyDtoH, CuMemcpyHtoD};
 use vgpu_protocol::{Request, Status, Wire};
 use vgpu_transport::Client;
 
 use crate::ffi::{result, CuResult};
+use crate::mapped::MappedRegions;
 
 /// A kernel's parameters as (offset, size), and the packed buffer's size.
 #[derive(Debug, Clone)]
@@ -58,6 +59,10 @@ pub struct Runtime {
     /// one, and the backend's handle for each block (by start).
     pub heap: Mutex<Option<crate::heap::Heap>>,
     pub heap_blocks: Mutex<HashMap<usize, u64>>,
+    /// Mapped host memory and the device memory that stands for it.
+    pub mapped: Mutex<MappedRegions>,
+    /// Whether `mapped` holds anything (read on every call).
+    any_mapped: AtomicBool,
 }
 
 static RUNTIME: OnceLock<Result<Runtime, i32>> = OnceLock::new();
@@ -89,6 +94,8 @@ fn connect() -> Result<Runtime, i32> {
         host_allocations: Mutex::new(HashMap::new()),
         pinned: Mutex::new(BTreeMap::new()),
         order: Mutex::new(crate::order::Order::default()),
+        mapped: Mutex::new(MappedRegions::default()),
+        any_mapped: AtomicBool::new(false),
     })
 }
 
@@ -136,14 +143,90 @@ impl Runtime {
     /// A synchronous call; a failure of an earlier deferred call surfaces
     /// here when this one succeeds, as asynchronous errors do in CUDA.
     pub fn call(&self, request: Request) -> CuResult<Vec<u8>> {
+        self.mapped_to_device()?;
+        let waited = waits_for_device(&request);
         let payload = self.client.call(request).map_err(to_cuda_result)?;
         self.deferred()?;
+        if waited {
+            self.mapped_to_host()?;
+        }
         Ok(payload)
     }
 
     /// A batched call.
     pub fn defer(&self, request: Request) -> CuResult<()> {
+        self.mapped_to_device()?;
         self.client.defer(request).map_err(to_cuda_result)
+    }
+
+    /// Records a mapped range (`mapped.rs`); false if it overlaps one.
+    pub fn map_host(&self, host: usize, len: usize, device: u64, ctx: u64, owned: bool) -> bool {
+        let mut mapped = lock(&self.mapped);
+        let added = mapped.insert(host, len, device, ctx, owned);
+        self.any_mapped.store(!mapped.is_empty(), Ordering::Release);
+        added
+    }
+
+    /// Forgets the mapped range that starts at `host`.
+    pub fn unmap_host(&self, host: usize) -> Option<crate::mapped::Region> {
+        let mut mapped = lock(&self.mapped);
+        let region = mapped.remove(host);
+        self.any_mapped.store(!mapped.is_empty(), Ordering::Release);
+        region
+    }
+
+    /// Queues, ahead of what comes next, a copy of each mapped range the
+    /// host changed.
+    pub fn mapped_to_device(&self) -> CuResult<()> {
+        if !self.any_mapped.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut mapped = lock(&self.mapped);
+        // SAFETY: a range stays readable while it is in the table (it is
+        // taken out, under this lock, before its memory is freed or
+        // unregistered).
+        for t in unsafe { mapped.changed_on_host() } {
+            // SAFETY: as above; the lock is held until the bytes are queued.
+            let data = unsafe { std::slice::from_raw_parts(t.host as *const u8, t.len) };
+            self.client
+                .defer_with_out(data, |data, start| {
+                    Request::CuMemcpyHtoD(CuMemcpyHtoD {
+                        ctx: t.ctx,
+                        stream: 0,
+                        dst: t.device + start,
+                        data,
+                    })
+                })
+                .map_err(to_cuda_result)?;
+        }
+        Ok(())
+    }
+
+    /// Copies every mapped range back from the device, after a call that
+    /// waited for it.
+    pub fn mapped_to_host(&self) -> CuResult<()> {
+        if !self.any_mapped.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut mapped = lock(&self.mapped);
+        for t in mapped.all() {
+            // SAFETY: a range in the table is writable host memory until it
+            // is taken out under this lock, which is held here.
+            let buf = unsafe { std::slice::from_raw_parts_mut(t.host as *mut u8, t.len) };
+            self.client
+                .call_with_in(buf, |data, start| {
+                    Request::CuMemcpyDtoH(CuMemcpyDtoH {
+                        ctx: t.ctx,
+                        stream: 0,
+                        src: t.device + start,
+                        data,
+                    })
+                })
+                .map_err(to_cuda_result)?;
+            // SAFETY: as above.
+            unsafe { mapped.agreed(t.host) };
+        }
+        Ok(())
     }
 
     /// The first error of a deferred call since the last look.
@@ -220,6 +303,20 @@ impl Runtime {
             .cloned()
             .ok_or(result::ERROR_INVALID_HANDLE)
     }
+}
+
+/// Whether a call returns only once the device work it names is done (or,
+/// for queries, answers whether it is): afterwards mapped memory is read
+/// back. Copies to the host do the same in `api/memory.rs`.
+fn waits_for_device(request: &Request) -> bool {
+    matches!(
+        request,
+        Request::CuCtxSynchronize(_)
+            | Request::CuStreamSynchronize(_)
+            | Request::CuStreamQuery(_)
+            | Request::CuEventSynchronize(_)
+            | Request::CuEventQuery(_)
+    )
 }
 
 /// The calling thread's current context (0: none, also while the thread's
@@ -306,6 +403,20 @@ mod tests {
         assert_eq!(stream_handle(1), 0);
         assert_eq!(stream_handle(2), 0);
         assert_eq!(stream_handle(9), 9);
+    }
+
+    #[test]
+    fn mapped_memory_comes_back_after_waits_only() {
+        use vgpu_protocol::messages::{CuEventQuery, CuMemGetInfo, CuStreamSynchronize};
+        assert!(waits_for_device(&Request::CuStreamSynchronize(
+            CuStreamSynchronize { ctx: 1, stream: 0 }
+        )));
+        assert!(waits_for_device(&Request::CuEventQuery(CuEventQuery {
+            event: 3
+        })));
+        assert!(!waits_for_device(&Request::CuMemGetInfo(CuMemGetInfo {
+            ctx: 1
+        })));
     }
 
     #[test]

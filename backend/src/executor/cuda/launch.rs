@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys;
 use vgpu_protocol::cuda::{
-    check_image, pack_param, result, CuFunctionReply, CuIntReply, CuRangeReply, ImageKind,
-    MAX_PARAM_BUFFER,
+    check_image, pack_param, result, CuFunctionReply, CuIntReply, CuNamesReply, CuRangeReply,
+    ImageKind, MAX_PARAM_BUFFER,
 };
 use vgpu_protocol::messages::*;
 use vgpu_protocol::{Status, Wire};
@@ -199,6 +199,37 @@ impl CudaSession {
             .unwrap_or_else(|e| e.into_inner())
             .push(m.function);
         Ok(reply.to_bytes())
+    }
+
+    /// The names of the module's kernels, each followed by a NUL.
+    pub(super) fn function_names(&mut self, m: &CuModuleFunctionNames) -> Result<Vec<u8>, Status> {
+        /// More kernels than any library seen has in one module; the reply
+        /// stays well inside one message.
+        const MAX_FUNCTIONS: u32 = 1 << 16;
+        let module = self.modules.get(m.module)?.clone();
+        self.make_current(module.ctx.raw)?;
+        let mut count: std::ffi::c_uint = 0;
+        // SAFETY: the module is live; the output is valid.
+        check(unsafe { sys::cuModuleGetFunctionCount(&mut count, module.raw) })?;
+        if count > MAX_FUNCTIONS {
+            return Err(cuda(result::ERROR_NOT_SUPPORTED));
+        }
+        let mut raw = vec![std::ptr::null_mut(); count as usize];
+        // SAFETY: `raw` holds `count` entries; the module is live.
+        check(unsafe { sys::cuModuleEnumerateFunctions(raw.as_mut_ptr(), count, module.raw) })?;
+        let mut names = Vec::new();
+        for function in raw {
+            let mut name: *const std::ffi::c_char = std::ptr::null();
+            // SAFETY: `function` came from the driver for this module.
+            check(unsafe { sys::cuFuncGetName(&mut name, function) })?;
+            if name.is_null() {
+                return Err(cuda(result::ERROR_UNKNOWN));
+            }
+            // SAFETY: the driver returns a NUL-terminated name that lives
+            // as long as the module.
+            names.extend_from_slice(unsafe { std::ffi::CStr::from_ptr(name) }.to_bytes_with_nul());
+        }
+        Ok(CuNamesReply { names }.to_bytes())
     }
 
     pub(super) fn get_global(&mut self, m: &CuModuleGetGlobal) -> Result<Vec<u8>, Status> {

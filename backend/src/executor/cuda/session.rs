@@ -263,6 +263,7 @@ impl ExecSession for CudaSession {
             Request::CuModuleUnload(m) => done(self.unload_module(m.module)),
             Request::CuModuleGetFunction(m) => self.get_function(m),
             Request::CuModuleGetGlobal(m) => self.get_global(m),
+            Request::CuModuleFunctionNames(m) => self.function_names(m),
             Request::CuFuncGetAttribute(m) => self.function_attribute(m),
             Request::CuFuncSetAttribute(m) => done(self.set_function_attribute(m)),
             Request::CuFuncSetCacheConfig(m) => done(self.set_cache_config(m)),

@@ -8,9 +8,17 @@ use vgpu_protocol::cuda::ATTRIBUTE_UNSUPPORTED;
 use crate::ffi::{entry, put, put_c_string, result, CUdevice, CuResult};
 use crate::runtime::{init, rt, session};
 
+/// `CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY`: the backend reads 0 (it does
+/// not map guest memory), but this library emulates mapped memory
+/// (`crate::mapped`).
+const CAN_MAP_HOST_MEMORY: c_int = 19;
+
 /// `cuDeviceGetAttribute`'s answer.
 pub(crate) fn attribute(device: CUdevice, attribute: c_int) -> CuResult<c_int> {
     let info = rt()?.device(device)?;
+    if attribute == CAN_MAP_HOST_MEMORY {
+        return Ok(1);
+    }
     let index = usize::try_from(attribute).map_err(|_| result::ERROR_INVALID_VALUE)?;
     match info.attributes.get(index) {
         Some(&ATTRIBUTE_UNSUPPORTED) | None => Err(result::ERROR_INVALID_VALUE),

@@ -336,6 +336,24 @@ entry! {
     }
 }
 
+impl Libraries {
+    /// The library a `CUkernel` was looked up in.
+    fn library_of(&self, kernel: u64) -> CuResult<u64> {
+        self.kernels
+            .get(&kernel)
+            .map(|k| k.library)
+            .ok_or(result::ERROR_INVALID_HANDLE)
+    }
+}
+
+entry! {
+    fn cuKernelGetLibrary(plibrary: *mut Handle, kernel: Handle) {
+        rt()?;
+        let library = lock(libraries()).library_of(handle(kernel))?;
+        put(plibrary, to_ptr(library))
+    }
+}
+
 /// For tests: whether `options` mark the image preserved.
 #[cfg(test)]
 fn is_preserved(options: &[c_int], values: &[*mut c_void]) -> bool {
@@ -359,5 +377,20 @@ mod tests {
             &[std::ptr::null_mut()]
         ));
         assert!(!is_preserved(&[0], &[std::ptr::dangling_mut::<c_void>()]));
+    }
+
+    #[test]
+    fn a_kernel_names_its_library_and_an_unknown_handle_is_invalid() {
+        let mut all = Libraries::default();
+        all.kernels.insert(
+            7,
+            Kernel {
+                library: 3,
+                name: CString::from(c"k"),
+                ctx: 1,
+            },
+        );
+        assert_eq!(all.library_of(7), Ok(3));
+        assert_eq!(all.library_of(8), Err(result::ERROR_INVALID_HANDLE));
     }
 }

@@ -4,7 +4,9 @@
 //! wait for the data; `cuMemcpyDtoHAsync` into page-locked memory returns
 //! at once. In the transport's page-locked heap (`pinned.rs`) the backend's
 //! DMA writes it in place in the stream's time; elsewhere its bytes land at
-//! the next synchronization that covers it (`readback.rs`).
+//! the next synchronization that covers it (`readback.rs`). Mapped host
+//! memory (`CU_MEMHOSTALLOC_DEVICEMAP`) is kept equal to a device
+//! allocation of its own (`crate::mapped`).
 
 use std::ffi::{c_uint, c_void};
 
@@ -17,7 +19,7 @@ use vgpu_protocol::Request;
 use crate::ffi::{
     bytes, bytes_mut, entry, handle, put, put_opt, result, CUdeviceptr, CuResult, Handle,
 };
-use crate::runtime::{cuda_status, decode, lock, require_context, rt, stream_handle};
+use crate::runtime::{cuda_status, decode, lock, require_context, rt, stream_handle, Runtime};
 
 const PAGE: usize = 4096;
 
@@ -57,6 +59,7 @@ pub(crate) fn copy_to_host(
     if n == 0 {
         return Ok(());
     }
+    rt.mapped_to_device()?;
     let request = |data, start| {
         Request::CuMemcpyDtoH(CuMemcpyDtoH {
             ctx,
@@ -90,7 +93,8 @@ pub(crate) fn copy_to_host(
     )?;
     rt.client.call_with_in(buf, request).map_err(cuda_status)?;
     rt.deferred()?;
-    super::readback::reached(rt, &horizon)
+    super::readback::reached(rt, &horizon)?;
+    rt.mapped_to_host()
 }
 
 pub(crate) fn copy_on_device(dst: u64, src: u64, n: usize, stream: u64) -> CuResult<()> {
@@ -137,17 +141,35 @@ fn copy_any(dst: u64, src: u64, n: usize, stream: u64, asynchronous: bool) -> Cu
     }
 }
 
+/// A device allocation of `size` bytes in `ctx`.
+fn alloc_device(rt: &Runtime, ctx: u64, size: usize) -> CuResult<u64> {
+    if size == 0 {
+        return Err(result::ERROR_INVALID_VALUE);
+    }
+    let reply: CuRangeReply = decode(&rt.call(Request::CuMemAlloc(CuMemAlloc {
+        ctx,
+        size: size as u64,
+    }))?)?;
+    lock(&rt.ranges).insert(reply.ptr, reply.size);
+    super::pointer::allocated(reply.ptr);
+    Ok(reply.ptr)
+}
+
+/// Frees a device allocation this library made.
+fn free_device(rt: &Runtime, ptr: u64) -> CuResult<()> {
+    if lock(&rt.ranges).remove(&ptr).is_none() {
+        log::debug!("cuMemFree_v2: {ptr:#x} is no allocation's start");
+        return Err(result::ERROR_INVALID_VALUE);
+    }
+    super::pointer::freed(ptr);
+    rt.defer(Request::CuMemFree(CuMemFree { ptr }))
+}
+
 entry! {
     fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: usize) {
         let rt = rt()?;
         let ctx = require_context()?;
-        if size == 0 {
-            return Err(result::ERROR_INVALID_VALUE);
-        }
-        let reply: CuRangeReply =
-            decode(&rt.call(Request::CuMemAlloc(CuMemAlloc { ctx, size: size as u64 }))?)?;
-        lock(&rt.ranges).insert(reply.ptr, reply.size);
-        put(dptr, reply.ptr)
+        put(dptr, alloc_device(rt, ctx, size)?)
     }
 }
 
@@ -160,11 +182,7 @@ entry! {
             // success, and cuBLAS fails to start on anything else.
             return Ok(());
         }
-        if lock(&rt.ranges).remove(&dptr).is_none() {
-            log::debug!("cuMemFree_v2: {dptr:#x} is no allocation's start");
-            return Err(result::ERROR_INVALID_VALUE);
-        }
-        rt.defer(Request::CuMemFree(CuMemFree { ptr: dptr }))
+        free_device(rt, dptr)
     }
 }
 
@@ -308,15 +326,59 @@ entry! {
     }
 }
 
+/// `CU_MEMHOSTALLOC_DEVICEMAP`, `CU_MEMHOSTREGISTER_DEVICEMAP`.
+const DEVICEMAP: c_uint = 0x02;
+
+/// Gives `[host, host + size)` a device allocation that stands for it.
+fn map_to_device(rt: &Runtime, host: usize, size: usize, owned: bool) -> CuResult<()> {
+    let ctx = require_context()?;
+    let device = alloc_device(rt, ctx, size)?;
+    if rt.map_host(host, size, device, ctx, owned) {
+        return Ok(());
+    }
+    free_device(rt, device)?;
+    Err(result::ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+}
+
+/// Drops the device allocation standing for the mapped range at `host`;
+/// whether there was one.
+fn unmap(rt: &Runtime, host: usize) -> CuResult<bool> {
+    match rt.unmap_host(host) {
+        Some(region) => free_device(rt, region.device).map(|()| true),
+        None => Ok(false),
+    }
+}
+
 entry! {
-    /// Mapped (device-visible) host memory is not offered
-    /// (`CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY` is 0).
     fn cuMemHostAlloc(pp: *mut *mut c_void, size: usize, flags: c_uint) {
-        const DEVICEMAP: c_uint = 0x02;
-        if flags & DEVICEMAP != 0 {
-            return Err(result::ERROR_NOT_SUPPORTED);
+        host_alloc(pp, size)?;
+        if flags & DEVICEMAP == 0 {
+            return Ok(());
         }
-        host_alloc(pp, size)
+        // SAFETY: `host_alloc` just wrote the pointer.
+        let host = unsafe { *pp };
+        let rt = rt()?;
+        map_to_device(rt, host as usize, size, true).inspect_err(|_| {
+            if lock(&rt.host_allocations).remove(&(host as usize)).is_some() {
+                lock(&rt.pinned).remove(&(host as usize));
+                if super::pinned::free(rt, host).is_none() {
+                    // SAFETY: allocated by `host_alloc` above, freed once.
+                    unsafe { libc::free(host) };
+                }
+            }
+        })
+    }
+}
+
+entry! {
+    /// The device pointer of mapped host memory (any address inside it).
+    fn cuMemHostGetDevicePointer_v2(pdptr: *mut CUdeviceptr, p: *mut c_void, flags: c_uint) {
+        let rt = rt()?;
+        if flags != 0 {
+            return Err(result::ERROR_INVALID_VALUE);
+        }
+        let device = lock(&rt.mapped).device_pointer(p as usize);
+        put(pdptr, device.ok_or(result::ERROR_INVALID_VALUE)?)
     }
 }
 
@@ -331,6 +393,7 @@ entry! {
             return Err(result::ERROR_INVALID_VALUE);
         }
         lock(&rt.pinned).remove(&(p as usize));
+        unmap(rt, p as usize)?;
         if let Some(freed) = super::pinned::free(rt, p) {
             return freed;
         }
@@ -342,19 +405,21 @@ entry! {
 }
 
 entry! {
-    /// Remembers the range as page-locked (no device mapping), so copies
-    /// into it may return at once as CUDA's do.
+    /// Remembers the range as page-locked, so copies into it may return
+    /// at once as CUDA's do; with `CU_MEMHOSTREGISTER_DEVICEMAP` the range
+    /// is also mapped as `cuMemHostAlloc`'s is.
     fn cuMemHostRegister_v2(p: *mut c_void, size: usize, flags: c_uint) | cuMemHostRegister {
-        const DEVICEMAP: c_uint = 0x02;
         let rt = rt()?;
         if p.is_null() || size == 0 {
             return Err(result::ERROR_INVALID_VALUE);
         }
-        if flags & DEVICEMAP != 0 {
-            return Err(result::ERROR_NOT_SUPPORTED);
-        }
         if rt.is_pinned(p as usize, 1) || rt.is_pinned(p as usize + size - 1, 1) {
             return Err(result::ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+        }
+        if flags & DEVICEMAP != 0 {
+            // The program's memory stays readable and writable until it
+            // unregisters it, as the driver requires.
+            map_to_device(rt, p as usize, size, false)?;
         }
         lock(&rt.pinned).insert(p as usize, size);
         Ok(())
@@ -370,8 +435,9 @@ entry! {
         if lock(&rt.host_allocations).contains_key(&(p as usize))
             || lock(&rt.pinned).remove(&(p as usize)).is_none()
         {
+            // `cuMemHostAlloc`'s memory was never registered.
             return Err(result::ERROR_HOST_MEMORY_NOT_REGISTERED);
         }
-        Ok(())
+        unmap(rt, p as usize).map(drop)
     }
 }

@@ -14,6 +14,7 @@ pub mod library;
 pub mod memory;
 pub mod module;
 pub mod pinned;
+pub mod pointer;
 pub mod procaddr;
 pub mod readback;
 pub mod stream;

@@ -16,8 +16,8 @@
 use std::ffi::{c_char, c_int, c_void};
 
 use super::{
-    context, device, error, event, export, host_func, launch, library, memory, module, stream,
-    unsupported,
+    context, device, error, event, export, host_func, launch, library, memory, module, pointer,
+    stream, unsupported,
 };
 use crate::ffi::{c_str, entry, put, put_opt, result, CUresult, CuResult};
 
@@ -109,6 +109,7 @@ pub fn implemented(symbol: &str) -> Option<*mut c_void> {
         "cuCtxGetStreamPriorityRange" => context::cuCtxGetStreamPriorityRange,
         "cuKernelGetAttribute" => library::cuKernelGetAttribute,
         "cuKernelGetFunction" => library::cuKernelGetFunction,
+        "cuKernelGetLibrary" => library::cuKernelGetLibrary,
         "cuKernelGetName" => library::cuKernelGetName,
         "cuKernelGetParamInfo" => library::cuKernelGetParamInfo,
         "cuKernelSetAttribute" => library::cuKernelSetAttribute,
@@ -184,6 +185,7 @@ pub fn implemented(symbol: &str) -> Option<*mut c_void> {
         "cuMemGetAddressRange_v2" => memory::cuMemGetAddressRange_v2,
         "cuMemGetInfo_v2" => memory::cuMemGetInfo_v2,
         "cuMemHostAlloc" => memory::cuMemHostAlloc,
+        "cuMemHostGetDevicePointer_v2" => memory::cuMemHostGetDevicePointer_v2,
         "cuMemHostRegister" => memory::cuMemHostRegister,
         "cuMemHostRegister_v2" => memory::cuMemHostRegister_v2,
         "cuMemHostUnregister" => memory::cuMemHostUnregister,
@@ -202,6 +204,8 @@ pub fn implemented(symbol: &str) -> Option<*mut c_void> {
         "cuMemsetD8Async" => memory::cuMemsetD8Async,
         "cuMemsetD8_v2" => memory::cuMemsetD8_v2,
         "cuModuleGetFunction" => module::cuModuleGetFunction,
+        "cuPointerGetAttribute" => pointer::cuPointerGetAttribute,
+        "cuPointerGetAttributes" => pointer::cuPointerGetAttributes,
         "cuModuleGetGlobal_v2" => module::cuModuleGetGlobal_v2,
         "cuModuleGetLoadingMode" => module::cuModuleGetLoadingMode,
         "cuModuleLoad" => module::cuModuleLoad,

@@ -3,11 +3,26 @@
 //! `CUDA_ERROR_NOT_SUPPORTED` without touching its arguments (an `extern
 //! "C"` function that takes none may be called with any on the supported
 //! ABIs: the caller owns the argument area).
+//!
+//! Two lists: the functions named here, which the README lists as not
+//! supported, and in `remaining.rs` every other name the driver exports,
+//! because libraries that `dlsym` a fixed list refuse to start when one
+//! name is missing (cuBLASLt).
 
 use crate::ffi::{result, CUresult};
 
+mod remaining;
+
+/// The function standing for an unsupported driver name, `None` for names
+/// this library implements or the driver does not know.
+pub fn lookup(name: &str) -> Option<extern "C" fn() -> CUresult> {
+    listed(name).or_else(|| remaining::lookup(name))
+}
+
+/// Defines one `CUDA_ERROR_NOT_SUPPORTED` function per name, and `fn
+/// $lookup` finding them by name.
 macro_rules! unsupported {
-    ($($name:ident),* $(,)?) => {
+    (fn $lookup:ident; $($name:ident),* $(,)?) => {
         $(
             #[doc = concat!("`", stringify!($name), "`: not supported by vgpu.")]
             #[no_mangle]
@@ -17,8 +32,8 @@ macro_rules! unsupported {
             }
         )*
 
-        /// Every unsupported name, for `cuGetProcAddress`.
-        pub fn lookup(name: &str) -> Option<extern "C" fn() -> CUresult> {
+        /// The unsupported functions of this list, by name.
+        pub fn $lookup(name: &str) -> Option<extern "C" fn() -> CUresult> {
             match name {
                 $(stringify!($name) => Some($name as extern "C" fn() -> CUresult),)*
                 _ => None,
@@ -27,15 +42,18 @@ macro_rules! unsupported {
     };
 }
 
+pub(crate) use unsupported;
+
 unsupported! {
+    fn listed;
     cuMemAllocManaged, cuMemAllocPitch_v2, cuMemAllocAsync, cuMemAllocAsync_ptsz,
     cuMemAllocFromPoolAsync, cuMemFreeAsync, cuMemFreeAsync_ptsz,
-    cuMemHostGetDevicePointer_v2, cuMemHostGetFlags,
+    cuMemHostGetFlags,
     cuMemcpy2D_v2, cuMemcpy2DUnaligned_v2, cuMemcpy2DAsync_v2, cuMemcpy3D_v2,
     cuMemcpy3DAsync_v2, cuMemcpyPeer, cuMemcpyPeerAsync, cuMemcpyBatchAsync,
     cuMemsetD2D8_v2, cuMemsetD2D16_v2, cuMemsetD2D32_v2,
     cuMemPrefetchAsync, cuMemPrefetchAsync_v2, cuMemAdvise, cuMemAdvise_v2,
-    cuMemRangeGetAttribute, cuPointerGetAttribute, cuPointerGetAttributes, cuPointerSetAttribute,
+    cuMemRangeGetAttribute, cuPointerSetAttribute,
     cuMemAddressReserve, cuMemAddressFree, cuMemCreate, cuMemRelease, cuMemMap, cuMemUnmap,
     cuMemSetAccess, cuMemGetAllocationGranularity, cuMemExportToShareableHandle,
     cuMemPoolCreate, cuMemPoolDestroy, cuDeviceGetDefaultMemPool, cuDeviceGetMemPool,

@@ -13,6 +13,7 @@ use crate::ffi::{entry, get, put, result, CUresult, CuResult};
 mod checks;
 mod cls;
 mod integrity;
+mod module_functions;
 mod nvml;
 mod tools;
 mod tools_context;
@@ -102,6 +103,8 @@ pub const TOOLS_CONTEXT: Uuid = uuid("21318c60-9714-3248-8ca6-41ff7324c8f2");
 /// of cudart was seen failing `cublasCreate` after its refusal, so it is
 /// served, both functions answering `CUDA_ERROR_NOT_SUPPORTED`.
 pub const CUDART_FIRST: Uuid = uuid("f8cff951-2146-8b4e-b9e2-fb469e7c0dd9");
+/// Asked for by cuFFT: slot 7 lists a module's functions.
+pub const MODULE_FUNCTIONS: Uuid = uuid("6e163fbe-b958-444d-835c-e182aff1991e");
 /// Asked for by NVML (`libnvidia-ml.so.1`).
 pub const NVML_TABLE: Uuid = uuid("69a28e9f-2449-8b47-b030-c5da330ea4e9");
 
@@ -118,6 +121,7 @@ pub fn table(id: &Uuid) -> Option<*const c_void> {
         CUDART_INTERFACE => Some(integrity::CUDART_INTERFACE.0.as_ptr().cast()),
         TOOLS_CONTEXT => Some(tools_context::TOOLS_CONTEXT.0.as_ptr().cast()),
         NVML_TABLE => Some(nvml::NVML_TABLE.0.as_ptr().cast()),
+        MODULE_FUNCTIONS => Some(module_functions::MODULE_FUNCTIONS.0.as_ptr().cast()),
         CUDART_FIRST => Some(CUDART_FIRST_TABLE.0.as_ptr().cast()),
         _ => None,
     }
@@ -202,6 +206,7 @@ mod tests {
             TOOLS_CONTEXT,
             NVML_TABLE,
             CUDART_FIRST,
+            MODULE_FUNCTIONS,
         ] {
             let mut out = std::ptr::null();
             // SAFETY: valid pointers to a table slot and a UUID.
