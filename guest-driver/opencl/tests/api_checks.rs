@@ -482,7 +482,7 @@ fn creates_and_enqueues_are_batched_until_a_synchronization_point() {
 
 #[test]
 fn kernel_launch_checks() {
-    let (_g, _log) = setup();
+    let (_g, log) = setup();
     let c = context();
     let q = queue(c);
     let k = kernel(c);
@@ -525,10 +525,24 @@ fn kernel_launch_checks() {
         );
         assert_eq!(launch(0, null()), CL_INVALID_WORK_DIMENSION);
         assert_eq!(launch(4, null()), CL_INVALID_WORK_DIMENSION);
+        // Within CL_KERNEL_WORK_GROUP_SIZE (256) but above the device's
+        // CL_DEVICE_MAX_WORK_ITEM_SIZES (64): refused here.
+        let over_items = [128usize; 3];
         assert_eq!(
-            launch(1, l.as_ptr()),
-            CL_INVALID_WORK_GROUP_SIZE,
-            "above CL_KERNEL_WORK_GROUP_SIZE"
+            launch(1, over_items.as_ptr()),
+            CL_INVALID_WORK_ITEM_SIZE,
+            "above CL_DEVICE_MAX_WORK_ITEM_SIZES"
+        );
+        // Above CL_KERNEL_WORK_GROUP_SIZE: left to the device (NVIDIA runs
+        // some such launches), which answers at once; this fake accepts it.
+        // A batched launch would not be among the submitted requests yet.
+        assert_eq!(launch(1, l.as_ptr()), CL_SUCCESS, "the device's answer");
+        assert!(
+            matches!(
+                log.lock().unwrap().requests.last(),
+                Some(vgpu_protocol::Request::EnqueueNdRange(r)) if r.local[0] == 512
+            ),
+            "sent at once"
         );
         // OpenCL 3.0: a NULL global_work_size is an empty launch that
         // succeeds (the CTS's zero_sized_enqueue).
