@@ -359,12 +359,9 @@ fn a_free_while_a_user_event_holds_the_queue_does_not_block_the_session() {
         SvmFree { context: 1, ptr: a }.into(),
         Ping {}.into(),
     ];
-    let started = std::time::Instant::now();
+    // Were the free to wait for the user event (never set), this batch
+    // would get no answer and `batch` would fail on its timeout.
     req::assert_all_ok(&raw.batch(1, &held));
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(10),
-        "the free waited for the user event"
-    );
     // Freed for the guest at once; the memory goes once the queue can finish.
     let (reply, _) = raw.batch_with_in(1, &[read(a, 4)], 4096);
     assert_eq!(reply.records[0].status, Status::INVALID_VALUE);

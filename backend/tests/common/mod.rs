@@ -52,11 +52,17 @@ impl Backend {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start vgpu-backend");
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut child = child;
+        // A backend that failed exits; a slow one (a loaded machine) is
+        // waited for, within a bound that only a hang reaches.
+        let deadline = Instant::now() + Duration::from_secs(120);
         while !socket.exists() {
+            if let Some(status) = child.try_wait().expect("poll vgpu-backend") {
+                panic!("vgpu-backend exited before creating its socket: {status}");
+            }
             assert!(
                 Instant::now() < deadline,
-                "vgpu-backend did not create its socket"
+                "vgpu-backend did not create its socket in 120 s"
             );
             std::thread::sleep(Duration::from_millis(20));
         }

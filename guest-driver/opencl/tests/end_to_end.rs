@@ -128,11 +128,18 @@ impl Backend {
             .stderr(log)
             .spawn()
             .expect("start vgpu-backend");
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut child = child;
+        // A backend that failed exits; one that is slow (a loaded machine,
+        // PoCL's first start) is waited for, within a bound that only a hang
+        // reaches.
+        let deadline = Instant::now() + Duration::from_secs(120);
         while !(socket.exists() && control.exists()) {
+            if let Some(status) = child.try_wait().expect("poll vgpu-backend") {
+                panic!("vgpu-backend exited before creating its sockets: {status}");
+            }
             assert!(
                 Instant::now() < deadline,
-                "backend did not create its sockets"
+                "backend did not create its sockets in 120 s"
             );
             std::thread::sleep(Duration::from_millis(50));
         }
