@@ -7,7 +7,9 @@
 #   BIN_DIR holds vgpu-backend and libvgpu_cuda.so; TESTS picks some of
 #   vecadd-static vecadd-shared big-image torch-available torch-matmul
 #   torch-mlp torch-conv torch-cnn torch-compile cupy-reduce cupy-matmul
-#   cupy-fft cupy-random cupy (default: all). big-image is the driver-API
+#   cupy-fft cupy-random cupy (default: all), and torch-steps (a benchmark:
+#   seconds per training step and cold start, JSON in
+#   OUT_DIR/torch-steps.json). big-image is the driver-API
 #   vecadd.c with its PTX padded past 8 MiB, so the image travels in
 #   chunks (CuImageChunk + CuModuleLoadStaged). Per test, OUT_DIR gets the vgpu run's
 #   debug log (NAME.log); the backend's log is backend-runtime.log.
@@ -110,6 +112,14 @@ for t in $tests; do
         cupy-random) compare cupy-random python3 "$here/runtime/cupy_basic.py" random ;;
         torch-compile) compare torch-compile python3 "$here/runtime/torch_mlp.py" compile ;;
         cupy) compare cupy python3 "$here/runtime/cupy_basic.py" ;;
+        # A benchmark, not a test: seconds per training step and the cold
+        # start, natively then through vgpu (warnings only in its log).
+        torch-steps)
+            for side in native vgpu; do
+                if [ $side = native ]; then timeout 300 python3 "$here/runtime/torch_steps.py"
+                else VGPU_LOG=warn vgpu timeout 300 python3 "$here/runtime/torch_steps.py" 2>"$out/torch-steps.log"
+                fi | sed "s/^/{\"side\": \"$side\", \"result\": /; s/\$/}/"
+            done | tee "$out/torch-steps.json" | sed 's/^/  torch-steps: /' ;;
         *) echo "unknown test $t" ;;
     esac
 done
