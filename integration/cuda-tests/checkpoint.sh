@@ -12,7 +12,9 @@
 # architecture must be refused with a clear error. Prints PASS/FAIL lines
 # and "N passed, N failed"; "skipped: no CUDA device" without a GPU.
 # CKPT_PROGRAM=checkpoint_streams CKPT_KINDS=ptx runs the program that keeps
-# two streams busy while the checkpoint is taken instead.
+# two streams busy while the checkpoint is taken instead;
+# CKPT_PROGRAM=torch_ckpt.py runs the PyTorch training loop of
+# runtime/torch_ckpt.py (one pass, no image kinds).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$(cd "${1:?BIN_DIR}" && pwd)
@@ -24,17 +26,30 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1 || ! co
     exit 0
 fi
 program=${CKPT_PROGRAM:-checkpoint_loop}
-kinds=${CKPT_KINDS:-ptx fatbin cubin}
+case $program in
+    *.py) kinds=${CKPT_KINDS:-python} ;;
+    *) kinds=${CKPT_KINDS:-ptx fatbin cubin} ;;
+esac
 iterations=${CKPT_ITERATIONS:-30}
 pause_ms=${CKPT_PAUSE_MS:-100}
 work=$(mktemp -d)
 cd "$work"
-cp "$here"/checkpoint_loop.c "$here/$program.c" "$here"/common.h "$here"/kernels.cu .
+cp "$here"/checkpoint_loop.c "$here"/common.h "$here"/kernels.cu .
+case $program in *.py) ;; *) cp "$here/$program.c" . ;; esac
 nvcc -ptx -arch=sm_90 kernels.cu -o kernels.ptx &&
 nvcc -fatbin -gencode arch=compute_90,code='[sm_90,compute_90]' kernels.cu -o kernels.fatbin &&
 nvcc -cubin -arch=sm_90 kernels.cu -o kernels.cubin &&
 nvcc -O2 -o checkpoint_loop checkpoint_loop.c -lcuda &&
-nvcc -O2 -o "$program" "$program.c" -lcuda || { echo "FAIL: nvcc"; exit 1; }
+case $program in *.py) true ;; *) nvcc -O2 -o "$program" "$program.c" -lcuda ;; esac ||
+    { echo "FAIL: nvcc"; exit 1; }
+# run_program SECONDS KIND ITERATIONS PAUSE_MS: the program, with the image
+# of KIND, stopped after SECONDS.
+run_program() {
+    case $program in
+        *.py) timeout "$1" python3 "$here/runtime/$program" "$3" "$4" ;;
+        *) timeout "$1" "./$program" "kernels.$2" "$3" "$4" ;;
+    esac
+}
 mkdir -p lib
 ln -sf "$bin/libvgpu_cuda.so" lib/libcuda.so.1
 ln -sf "$bin/libvgpu_cuda.so" lib/libcuda.so
@@ -65,7 +80,7 @@ start_backend() {  # socket control log extra-args...
 now() { date +%s.%N; }
 ms() { echo "$1 $2" | awk '{printf "%.0f", ($2 - $1) * 1000}'; }
 
-native=$(timeout 120 "./$program" kernels.ptx "$iterations" "$pause_ms" 2>&1)
+native=$(run_program 120 ptx "$iterations" "$pause_ms" 2>/dev/null)
 echo "$native" | sed 's/^/native: /'
 
 for kind in $kinds; do
@@ -75,7 +90,7 @@ for kind in $kinds; do
         echo "FAIL $kind: the backend did not start"; fail=$((fail + 1)); tail -5 "$log"; continue
     fi
     LD_LIBRARY_PATH=$work/lib VGPU_SOCKET=$sock VGPU_LOOPBACK_MEM_MB=512 VGPU_RECONNECT_SECS=60 \
-        timeout 180 "./$program" "kernels.$kind" "$iterations" "$pause_ms" >"$out/vgpu-$kind.txt" 2>"$out/vgpu-$kind.err" &
+        run_program 180 "$kind" "$iterations" "$pause_ms" >"$out/vgpu-$kind.txt" 2>"$out/vgpu-$kind.err" &
     prog=$!
     for _ in $(seq 600); do grep -q '^PROGRESS 10' "$out/vgpu-$kind.txt" && break; sleep 0.05; done
     t0=$(now)
