@@ -48,6 +48,18 @@ pub fn render(command: &Command, answer: &str) -> Result<String, serde_json::Err
             }
             .into()
         }
+        Command::MigrationBase { .. } => {
+            let reply: vgpu_backend::control_schema::MigrationBaseReply =
+                serde_json::from_str(answer)?;
+            if reply.sends_changes_only {
+                "the next migration sends only what changed since this checkpoint; incoming ones may refer to it
+"
+            } else {
+                "incoming migrations may refer to this checkpoint (it is not this vGPU's last whole one)
+"
+            }
+            .into()
+        }
         Command::CommonProfile { .. } => String::new(),
     })
 }
