@@ -705,3 +705,34 @@ fn migration_leaning_on_a_checkpoint_both_hosts_hold_sends_only_the_changes() {
     );
     let _ = pair.source_qmp.execute("quit", None);
 }
+
+#[test]
+fn incremental_device_state_without_its_base_fails_and_the_source_runs_on() {
+    let _serial = serial();
+    // Named on the source only: the destination cannot merge what arrives,
+    // refuses it, and the source (told over the return path) resumes.
+    let Some(mut pair) = Pair::start("vm-migrate-no-base", &["return-path"], &[]) else {
+        return;
+    };
+    pair.wait_for_program();
+    let base = pair.dir.join("base.ckpt");
+    let base_path = base.to_str().unwrap();
+    ctl(&pair.source_backend, &["checkpoint", base_path]);
+    let source = ctl(&pair.source_backend, &["migration-base", base_path]);
+    assert_eq!(source["sends_changes_only"], true, "{source}");
+    pair.migrate();
+    let info = pair.poll_source(&["completed", "failed", "cancelled"], RUN_TIMEOUT);
+    let dest_log = pair.dest_backend.log();
+    assert_eq!(
+        info["status"], "failed",
+        "{info}\ndestination back-end:\n{dest_log}"
+    );
+    println!("source: {}", info["error-desc"]);
+    let deadline = Instant::now() + QMP_TIMEOUT;
+    while pair.source_qmp.run_state().expect("query-status") != "running"
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    pair.source_finishes("a migration whose destination lacked the base");
+}
