@@ -145,6 +145,14 @@ pub struct CompatibleReply {
     pub compatible: bool,
 }
 
+/// `migration-base`: whether the next migration out of this back-end sends
+/// only what changed since the checkpoint (it is this vGPU's last whole
+/// one); an incoming migration may refer to it in any case.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MigrationBaseReply {
+    pub sends_changes_only: bool,
+}
+
 /// `pause` and `resume`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PausedReply {

@@ -634,3 +634,105 @@ fn destination_killed_while_the_vgpu_state_streams_leaves_the_source_running() {
     println!("source back-end: {transfer}");
     pair.source_finishes("the destination's death during the vGPU's transfer");
 }
+
+/// `vgpu-ctl --json ARGS` against a back-end's control socket.
+fn ctl(backend: &Backend, args: &[&str]) -> Value {
+    let out = Command::new(paths::target_dir().join("vgpu-ctl"))
+        .arg("--control")
+        .arg(&backend.control)
+        .arg("--json")
+        .args(args)
+        .output()
+        .expect("run vgpu-ctl");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "vgpu-ctl {args:?}: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+}
+
+#[test]
+fn migration_leaning_on_a_checkpoint_both_hosts_hold_sends_only_the_changes() {
+    let _serial = serial();
+    let Some(mut pair) = Pair::start("vm-migrate-base", &[], &[]) else {
+        return;
+    };
+    let native = native_checksum();
+    pair.wait_for_program();
+    // A whole checkpoint of the source, copied while the guest computes,
+    // named on both back-ends (here both read the same file).
+    let base = pair.dir.join("base.ckpt");
+    let base_path = base.to_str().unwrap();
+    let report = ctl(
+        &pair.source_backend,
+        &["checkpoint", base_path, "--rounds", "3"],
+    );
+    assert!(report["rounds"].as_u64().unwrap() >= 1, "{report}");
+    let source = ctl(&pair.source_backend, &["migration-base", base_path]);
+    assert_eq!(source["sends_changes_only"], true, "{source}");
+    ctl(&pair.dest_backend, &["migration-base", base_path]);
+
+    pair.migrate();
+    let info = pair.poll_source(&["completed", "failed", "cancelled"], RUN_TIMEOUT);
+    let dest_log = pair.dest_backend.log();
+    assert_eq!(
+        info["status"], "completed",
+        "migration did not complete: {info}\nsource back-end:\n{}\ndestination back-end:\n{dest_log}",
+        pair.source_backend.log()
+    );
+    let exited = pair.dest.wait_exit(RUN_TIMEOUT);
+    let dest_console = pair.dest.console();
+    assert!(
+        exited && pair.dest.exit_status() == Some(0),
+        "{dest_console}\n{dest_log}"
+    );
+    assert_eq!(guest_checksum(&dest_console, "destination"), native);
+    let source_log = pair.source_backend.log();
+    assert!(
+        source_log.contains("sending only what changed since the migration base"),
+        "{source_log}"
+    );
+    assert!(
+        dest_log.contains("the incoming vGPU is incremental"),
+        "{dest_log}"
+    );
+    let sent = device_state_line(&source_log, "sent").expect("a device-state line");
+    println!(
+        "migration leaning on a checkpoint: downtime {} ms, total {} ms; source back-end: {sent}",
+        info["downtime"], info["total-time"]
+    );
+    let _ = pair.source_qmp.execute("quit", None);
+}
+
+#[test]
+fn incremental_device_state_without_its_base_fails_and_the_source_runs_on() {
+    let _serial = serial();
+    // Named on the source only: the destination cannot merge what arrives,
+    // refuses it, and the source (told over the return path) resumes.
+    let Some(mut pair) = Pair::start("vm-migrate-no-base", &["return-path"], &[]) else {
+        return;
+    };
+    pair.wait_for_program();
+    let base = pair.dir.join("base.ckpt");
+    let base_path = base.to_str().unwrap();
+    ctl(&pair.source_backend, &["checkpoint", base_path]);
+    let source = ctl(&pair.source_backend, &["migration-base", base_path]);
+    assert_eq!(source["sends_changes_only"], true, "{source}");
+    pair.migrate();
+    let info = pair.poll_source(&["completed", "failed", "cancelled"], RUN_TIMEOUT);
+    let dest_log = pair.dest_backend.log();
+    assert_eq!(
+        info["status"], "failed",
+        "{info}\ndestination back-end:\n{dest_log}"
+    );
+    println!("source: {}", info["error-desc"]);
+    let deadline = Instant::now() + QMP_TIMEOUT;
+    while pair.source_qmp.run_state().expect("query-status") != "running"
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    pair.source_finishes("a migration whose destination lacked the base");
+}

@@ -184,3 +184,14 @@ fn base_refs_need_an_incremental_stream_and_a_known_buffer() {
     w.write_base_ref(1, 1, 1, 1).unwrap();
     assert!(w.finish().is_err());
 }
+
+#[test]
+fn a_delta_that_needs_nothing_of_its_base_merges_without_reading_it() {
+    let state = buffers_state(&[8]);
+    let mut w = StreamWriter::new_incremental(Vec::new(), BaseId(3), "gone").unwrap();
+    w.write_state(&state).unwrap();
+    w.write_buffer_chunk(1, 1, 0, &[7; 8]).unwrap();
+    let delta = w.finish().unwrap().0;
+    let (merged, _) = merge(&b"not even a stream"[..], delta.as_slice(), Vec::new()).unwrap();
+    assert_eq!(read_all(&merged).unwrap().buffers[&(1, 1)], [7; 8]);
+}

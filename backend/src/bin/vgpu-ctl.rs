@@ -87,6 +87,14 @@ enum Command {
         #[arg(long)]
         base: Option<PathBuf>,
     },
+    /// Name FILE, a whole checkpoint of the vGPU copied to both hosts, on
+    /// the source and on the destination back-end: the migration's device
+    /// state then carries only the objects and what changed since FILE.
+    MigrationBase {
+        file: PathBuf,
+        #[arg(long)]
+        vm: Option<u64>,
+    },
     /// Move every vGPU, running, to another OpenCL device of this host.
     Rehome {
         /// As for `vgpu-backend --device`: opencl:PLATFORM:DEVICE or opencl:NAME.
@@ -183,6 +191,9 @@ fn command_line(command: &Command) -> Result<String, String> {
             words
         }
         Command::Rehome { device } => vec!["rehome".into(), device.clone()],
+        Command::MigrationBase { file, vm } => {
+            vec!["migration-base".into(), path_word(file)?, vm_word(*vm)]
+        }
         Command::Profile { file, vm } => vec!["profile".into(), path_word(file)?, vm_word(*vm)],
         Command::Accepts { file } => vec!["accepts".into(), path_word(file)?],
         Command::Pause { vm } => vec!["pause".into(), vm_word(*vm)],

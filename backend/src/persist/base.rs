@@ -9,6 +9,23 @@ use vgpu_migration::BaseId;
 
 use crate::executor::BufferSource;
 
+/// Whole checkpoints a live migration's device-state stream may lean on,
+/// moved between the hosts by the operator while the VM runs
+/// (`vgpu-ctl migration-base FILE` on both sides).
+#[derive(Default)]
+pub struct MigrationBase {
+    /// Source: send only what changed since this checkpoint.
+    pub(crate) outgoing: Option<super::Incremental>,
+    /// Destination: the whole checkpoint an incoming stream may refer to.
+    pub(crate) incoming: Option<(BaseId, std::fs::File)>,
+}
+
+impl MigrationBase {
+    pub(crate) fn outgoing(&self) -> Option<super::Incremental> {
+        self.outgoing.clone()
+    }
+}
+
 /// Where one buffer's contents are in a whole checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Taken {

@@ -18,8 +18,10 @@ use crate::vgpu::Vgpu;
 
 mod base;
 mod live;
-pub use base::CheckpointBase;
+mod migration;
+pub use base::{CheckpointBase, MigrationBase};
 pub use live::{save_live, Incremental, LiveOptions, RoundFn, RoundProgress};
+pub use migration::{restore_migration, save_for_migration};
 
 /// Bytes of buffer contents per stream chunk (the stream's limit).
 const CHUNK: usize = 4 << 20;
@@ -67,6 +69,12 @@ pub enum Error {
     Incremental { path: String },
     #[error("the base given ({given:032x}) is not this vGPU's last whole checkpoint ({last}): take a whole one first")]
     NotTheBase { given: u128, last: String },
+    #[error("the incoming vGPU refers to a whole checkpoint, and none was named here (vgpu-ctl migration-base FILE)")]
+    NoMigrationBase,
+    #[error("cannot read the migration base")]
+    MigrationBase(#[source] std::io::Error),
+    #[error("cannot merge the incoming vGPU with the migration base")]
+    Merge(#[source] m::MergeError),
 }
 
 /// Hears of every chunk a long save writes.

@@ -11,6 +11,7 @@
 //! | `metrics` | |
 //! | `checkpoint` | FILE, VM id or `-`, then: `resume` / `pause` / `exit`, copy rounds while the guest runs (default 5; 0: stop-and-copy), optionally the BASE of an incremental checkpoint |
 //! | `restore` | FILE, VM id or `-`, optionally the BASE an incremental FILE was taken against |
+//! | `migration-base` | FILE, VM id or `-`: a whole checkpoint both hosts hold, which the next migration's device state refers to |
 //! | `rehome` | device SPEC |
 //! | `pause`, `resume` | VM id or `-` |
 //! | `profile` | FILE, VM id or `-`: write the profile the VM's guests saw |
@@ -187,6 +188,13 @@ fn run(words: &[&str], supervisor: &Supervisor, out: &Out) -> Result<String, Err
             let worker = one(supervisor, rest.first())?;
             let f = File::open(file).map_err(|e| file_error(format!("cannot open {file}: {e}")))?;
             relay(&worker, &["restore"], Some(&f), out)
+        }
+        ["migration-base", file, rest @ ..] => {
+            let worker = one(supervisor, rest.first())?;
+            let (id, path) = super::incremental::base_words(file, "")?;
+            let f =
+                File::open(&path).map_err(|e| file_error(format!("cannot open {file}: {e}")))?;
+            relay(&worker, &["migration-base", &id, &path], Some(&f), out)
         }
         ["rehome", spec] => {
             crate::config::parse_device(spec).map_err(|e| bad(e.to_string()))?;

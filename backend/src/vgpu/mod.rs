@@ -105,6 +105,8 @@ pub struct Vgpu {
     jobs_queued: Arc<AtomicUsize>,
     /// The last whole checkpoint written, which incremental ones refer to.
     pub(crate) checkpoint_base: Mutex<Option<Arc<crate::persist::CheckpointBase>>>,
+    /// Whole checkpoints a migration's device state may refer to.
+    pub(crate) migration_base: Mutex<crate::persist::MigrationBase>,
 }
 
 /// The profile of the OpenCL executor among `executors` (empty without one).
@@ -137,6 +139,7 @@ impl Vgpu {
             metrics: Default::default(),
             jobs_queued: Default::default(),
             checkpoint_base: Mutex::new(None),
+            migration_base: Default::default(),
         })
     }
 

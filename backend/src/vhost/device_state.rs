@@ -50,7 +50,7 @@ pub fn start_transfer(
         VhostTransferStateDirection::SAVE => thread.spawn(move || {
             let started = std::time::Instant::now();
             let writer = io::BufWriter::with_capacity(1 << 20, file);
-            crate::persist::save(&vgpu, writer, None)
+            crate::persist::save_for_migration(&vgpu, writer)
                 .map_err(|e| error_chain(&e))
                 .and_then(|(mut w, report)| {
                     io::Write::flush(&mut w).map_err(|e| e.to_string())?;
@@ -64,7 +64,7 @@ pub fn start_transfer(
         VhostTransferStateDirection::LOAD => thread.spawn(move || {
             let started = std::time::Instant::now();
             let mut reader = io::BufReader::with_capacity(1 << 20, file);
-            match crate::persist::restore(&vgpu, &mut reader, crate::persist::Continuity::Checked) {
+            match crate::persist::restore_migration(&vgpu, &mut reader) {
                 Ok(report) => Ok({
                     vgpu.metrics().migrations_in.note(started.elapsed());
                     format!(

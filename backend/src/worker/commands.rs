@@ -128,6 +128,24 @@ pub fn run(
                 .map_err(|e| ErrorReply::new(ErrorCode::Incompatible, error_chain(&e)))?;
             Ok(to_line(&CompatibleReply { compatible: true }))
         }
+        ["migration-base", id, path] => {
+            let file = file.ok_or(needs_file("migration-base"))?;
+            let id = u128::from_str_radix(id, 16)
+                .map(vgpu_migration::BaseId)
+                .map_err(|_| bad(format!("invalid checkpoint identity {id:?}")))?;
+            let vgpu = registry.vm()?;
+            let outgoing = crate::persist::Incremental::against(&vgpu, id, path.to_string()).ok();
+            let reply = crate::control_schema::MigrationBaseReply {
+                sends_changes_only: outgoing.is_some(),
+            };
+            let mut base = vgpu
+                .migration_base
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            base.outgoing = outgoing;
+            base.incoming = Some((id, file));
+            Ok(to_line(&reply))
+        }
         ["pause"] => {
             registry.vm()?.pause();
             Ok(to_line(&PausedReply { paused: true }))

@@ -90,6 +90,10 @@ pub fn merge<B: Read, D: Read, W: Write>(
         }
     }
     let expected = expected.ok_or(MergeError::NotIncremental)?;
+    if wanted.is_empty() {
+        // Everything changed since the base: nothing to read from it.
+        return Ok(writer.finish()?);
+    }
     let mut base = StreamReader::new(base).map_err(MergeError::Base)?;
     loop {
         match base.next_item().map_err(MergeError::Base)? {

@@ -48,6 +48,18 @@ pub fn render(command: &Command, answer: &str) -> Result<String, serde_json::Err
             }
             .into()
         }
+        Command::MigrationBase { .. } => {
+            let reply: vgpu_backend::control_schema::MigrationBaseReply =
+                serde_json::from_str(answer)?;
+            if reply.sends_changes_only {
+                "the next migration sends only what changed since this checkpoint; incoming ones may refer to it
+"
+            } else {
+                "incoming migrations may refer to this checkpoint (it is not this vGPU's last whole one)
+"
+            }
+            .into()
+        }
         Command::CommonProfile { .. } => String::new(),
     })
 }
@@ -92,7 +104,7 @@ fn status(s: &StatusReply) -> String {
 }
 
 fn report(r: &ReportReply) -> String {
-    format!(
+    let mut out = format!(
         "{} session(s), {} of buffers, {} streamed; drain {:.1} ms, serialize {:.1} ms, \
          rebuild {:.1} ms, upload {:.1} ms, pause {:.1} ms\n",
         r.sessions,
@@ -103,7 +115,20 @@ fn report(r: &ReportReply) -> String {
         r.rebuild_ms,
         r.upload_ms,
         r.pause_ms
-    )
+    );
+    if r.rounds > 0 {
+        let _ = writeln!(
+            out,
+            "{} copy round(s) while the guest ran ({}, {:.1} ms), {} read in the pause, \
+             stream written after it in {:.1} ms",
+            r.rounds,
+            bytes(r.precopied_bytes),
+            r.precopy_ms,
+            bytes(r.paused_bytes),
+            r.write_ms
+        );
+    }
+    out
 }
 
 fn bytes(n: u64) -> String {

@@ -19,6 +19,7 @@ use super::devices::{self, Pair};
 use super::{Benchmark, Section};
 use crate::backend::{Backend, Launch};
 use crate::context::{args, vgpu_figure, Context};
+use crate::ctl::Ctl;
 use crate::error::{io, Error, Result};
 use crate::guest::{Guest, RunningGuest};
 use crate::params;
@@ -39,10 +40,28 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(300);
 const QMP_TIMEOUT: Duration = Duration::from_secs(30);
 const MIB: f64 = 1024.0 * 1024.0;
 
-struct Sample {
-    total_s: f64,
-    downtime_ms: f64,
-    state_bytes: f64,
+pub(super) struct Sample {
+    pub total_s: f64,
+    pub downtime_ms: f64,
+    pub state_bytes: f64,
+}
+
+/// How a migration run differs from the plain one.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Variant {
+    /// Buffers (of 8) the guest program rewrites (`checkpoint_loop -a`).
+    pub active: usize,
+    /// Take a whole checkpoint of the running vGPU first and name it on
+    /// both backends (`vgpu-ctl migration-base`): the device state sent at
+    /// the stop is then incremental.
+    pub lean_on_checkpoint: bool,
+}
+
+impl Variant {
+    const PLAIN: Variant = Variant {
+        active: 8,
+        lean_on_checkpoint: false,
+    };
 }
 
 impl Benchmark for Migration {
@@ -75,7 +94,7 @@ impl Benchmark for Migration {
         let mut figures = Vec::new();
         for &size in sizes {
             let samples = (0..runs)
-                .map(|run| migrate(ctx, &guest, &pair, size, run))
+                .map(|run| migrate(ctx, &guest, &pair, size, run, Variant::PLAIN))
                 .collect::<Result<Vec<Sample>>>()?;
             let of = |f: fn(&Sample) -> f64| samples.iter().map(f).collect::<Vec<f64>>();
             for (name, unit, values) in [
@@ -101,12 +120,13 @@ impl Benchmark for Migration {
     }
 }
 
-fn migrate(
+pub(super) fn migrate(
     ctx: &Context,
     guest: &Guest,
     pair: &Pair,
     size_mib: usize,
     run: usize,
+    variant: Variant,
 ) -> Result<Sample> {
     let dir = ctx
         .paths
@@ -123,6 +143,7 @@ fn migrate(
             env: devices::env(),
             // The device-state lines are info.
             log_level: "info",
+            control: variant.lean_on_checkpoint,
             ..Launch::new(&["--device".to_string(), device.to_string()])
         };
         ctx.launch_backend(name, &launch)
@@ -130,7 +151,10 @@ fn migrate(
     let mut source_backend = backend("migration-source", &pair.from.spec)?;
     let dest_backend = backend("migration-dest", &pair.to.spec)?;
 
-    let program_args = args(&[("-m", size_mib), ("-i", ITERATIONS), ("-p", 1)]);
+    let mut program_args = args(&[("-m", size_mib), ("-i", ITERATIONS), ("-p", 1)]);
+    if variant.active != Variant::PLAIN.active {
+        program_args.extend(["-a".to_string(), variant.active.to_string()]);
+    }
     let mut source = guest.start(
         source_backend.socket(),
         &source_dir,
@@ -165,6 +189,14 @@ fn migrate(
             &source,
             &source_backend,
         ));
+    }
+    if variant.lean_on_checkpoint {
+        let base = dir.join("base.ckpt");
+        let base = base.to_string_lossy();
+        let source_ctl = Ctl::of(&ctx.paths.ctl, &source_backend)?;
+        source_ctl.run(&["checkpoint", &base])?;
+        source_ctl.run(&["migration-base", &base])?;
+        Ctl::of(&ctx.paths.ctl, &dest_backend)?.run(&["migration-base", &base])?;
     }
     qmp(
         &mut source_qmp,

@@ -6,6 +6,7 @@ mod checkpoint;
 mod devices;
 mod enqueue;
 mod migration;
+mod precopy;
 mod queue_depth;
 mod rehome;
 mod roundtrip;
@@ -85,5 +86,6 @@ pub fn all() -> Vec<Box<dyn Benchmark>> {
         Box::new(checkpoint::Checkpoint),
         Box::new(rehome::Rehome),
         Box::new(migration::Migration),
+        Box::new(precopy::PrecopyMigration),
     ]
 }

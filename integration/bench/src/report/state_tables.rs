@@ -53,7 +53,22 @@ const MIGRATION: Layout = Layout {
     ],
 };
 
-const LAYOUTS: [&Layout; 3] = [&CHECKPOINT, &REHOME, &MIGRATION];
+const PRECOPY: Layout = Layout {
+    title: "QEMU live migration with the buffers moved before the stop (checkpoint first) against stop-and-copy",
+    keys: &[
+        ("state_mib", "state (MiB)"),
+        ("guest_writes", "guest writes"),
+        ("mode", "mode"),
+        ("guest", "guest"),
+    ],
+    columns: &[
+        ("precopy_migration_total_time", "total time (s)"),
+        ("precopy_migration_downtime", "downtime (ms)"),
+        ("precopy_migration_vgpu_state", "vGPU state at the stop (MiB)"),
+    ],
+};
+
+const LAYOUTS: [&Layout; 4] = [&CHECKPOINT, &REHOME, &MIGRATION, &PRECOPY];
 
 /// Whether one of these tables lays out `benchmark`.
 pub fn lays_out(benchmark: &str) -> bool {
