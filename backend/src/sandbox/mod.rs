@@ -3,8 +3,8 @@
 //! unprivileged user, a file system of only what the driver needs
 //! (Landlock, see `files`) and a seccomp allow-list (see `policy`).
 //!
-//! [`confine_worker`] is the whole confinement of a per-VM worker;
-//! [`apply`] is what the single-process daemon still uses (the same
+//! A per-VM worker is confined in two halves around opening its device,
+//! [`drop_worker_privileges`] and [`filter_worker`]; [`apply`] is what the single-process daemon still uses (the same
 //! filter, the user only when `--user` is given). `probe` checks the
 //! result from inside (`vgpu-backend --probe-sandbox`).
 
@@ -26,8 +26,9 @@ pub enum Sandbox {
     /// Nothing (debugging).
     None,
     /// No new privileges, the seccomp allow-list and the user named; a
-    /// worker ([`confine_worker`]) also sets resource limits and, started
-    /// as root without a user, becomes `vgpu` or `nobody`.
+    /// worker ([`drop_worker_privileges`]) also sets resource limits,
+    /// confines its file system and, started as root without a user,
+    /// becomes `vgpu` or `nobody`.
     Default { user: Option<String> },
 }
 
@@ -153,15 +154,6 @@ pub fn prepare_worker(sandbox: &Sandbox) -> io::Result<Option<PathBuf>> {
         std::env::set_var("CUDA_CACHE_PATH", dir.join("cuda"));
     }
     Ok(Some(dir))
-}
-
-/// Confines a process as a per-VM worker is confined, all at once (the
-/// worker opens its device between the two halves):
-/// [`drop_worker_privileges`], then [`filter_worker`].
-pub fn confine_worker(sandbox: &Sandbox) -> io::Result<files::Outcome> {
-    let files = drop_worker_privileges(sandbox)?;
-    filter_worker(sandbox, false)?;
-    Ok(files)
 }
 
 /// The first half of a worker's confinement, done before its driver
