@@ -82,6 +82,9 @@ pub enum Outcome {
     Unavailable,
     /// The sandbox is off (`--sandbox none`).
     Off,
+    /// Left out for `--peer-memory`: Landlock forbids reading the memory
+    /// of a process outside the worker's domain, which that option needs.
+    PeerMemory,
 }
 
 impl std::fmt::Display for Outcome {
@@ -90,6 +93,7 @@ impl std::fmt::Display for Outcome {
             Outcome::Confined { abi } => write!(f, "landlock ABI {abi}"),
             Outcome::Unavailable => f.write_str("not confined: the kernel has no Landlock"),
             Outcome::Off => f.write_str("not confined: sandbox off"),
+            Outcome::PeerMemory => f.write_str("not confined: --peer-memory"),
         }
     }
 }

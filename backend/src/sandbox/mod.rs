@@ -165,7 +165,7 @@ pub fn prepare_worker(sandbox: &Sandbox) -> io::Result<Option<PathBuf>> {
 /// user), and the file system of [`files`] (the worker's cache directory
 /// being `POCL_CACHE_DIR`). Files only root may read, and files outside
 /// that list, must be open before. Call while the process has one thread.
-pub fn drop_worker_privileges(sandbox: &Sandbox) -> io::Result<files::Outcome> {
+pub fn drop_worker_privileges(sandbox: &Sandbox, peer_memory: bool) -> io::Result<files::Outcome> {
     let Sandbox::Default { user } = sandbox else {
         log::warn!("sandbox disabled (--sandbox none): the worker is not confined");
         files::record(files::Outcome::Off);
@@ -194,6 +194,17 @@ pub fn drop_worker_privileges(sandbox: &Sandbox) -> io::Result<files::Outcome> {
         )?;
     }
     prctl(libc::PR_SET_DUMPABLE, 0, "dumpable")?;
+    if peer_memory {
+        // Landlock refuses cross-memory attach to a process outside the
+        // worker's domain, and the loopback program always is: the option
+        // trades the file-system rules for the single copy.
+        log::warn!(
+            "sandbox: --peer-memory: the worker's file system is not confined \
+             (Landlock would forbid reading the program's memory)"
+        );
+        files::record(files::Outcome::PeerMemory);
+        return Ok(files::Outcome::PeerMemory);
+    }
     let cache = std::env::var_os("POCL_CACHE_DIR").map(PathBuf::from);
     files::confine(cache.as_deref())
 }

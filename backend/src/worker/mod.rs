@@ -174,7 +174,8 @@ fn set_up(config: &Config, role: &WorkerRole) -> Result<SetUp, ServerError> {
         )),
         _ => None,
     };
-    crate::sandbox::drop_worker_privileges(&config.sandbox).map_err(ServerError::Sandbox)?;
+    crate::sandbox::drop_worker_privileges(&config.sandbox, config.peer_memory)
+        .map_err(ServerError::Sandbox)?;
     let executors = crate::startup::open_executors(config, &profile_limit)?;
     let mut limits = config.limits;
     limits.memory_bytes = config

@@ -136,7 +136,7 @@ pub fn check(outcome: &Outcome, control: Option<&Path>, cache: Option<&Path>) ->
     }
     let landlock = match outcome {
         Outcome::Confined { abi } => json!(abi),
-        Outcome::Unavailable | Outcome::Off => Value::Null,
+        Outcome::Unavailable | Outcome::Off | Outcome::PeerMemory => Value::Null,
     };
     let report = json!({
         "landlock_abi": landlock,

@@ -106,7 +106,7 @@ pub fn run(spec: &DeviceSpec, sandbox: &Sandbox, control: Option<&Path>) -> (Val
         Ok(dir) => dir,
         Err(e) => return fail("prepare", e.to_string()),
     };
-    let files = match drop_worker_privileges(sandbox) {
+    let files = match drop_worker_privileges(sandbox, false) {
         Ok(files) => files,
         Err(e) => return fail("drop privileges", e.to_string()),
     };
