@@ -312,7 +312,12 @@ impl ExecSession for CudaSession {
     fn live_buffers(
         &mut self,
     ) -> Result<Vec<Box<dyn crate::executor::BufferSource>>, crate::executor::SnapshotError> {
-        Ok(self.live_sources())
+        // No copy while a CUDA guest runs: on the H100 a PyTorch loop's
+        // launches failed with CUDA_ERROR_INVALID_HANDLE while the rounds
+        // copied its allocations (docs/gpu-runs/final-h100/). Everything
+        // is copied at the pause, as before live checkpoints.
+        let _ = Self::live_sources;
+        Ok(Vec::new())
     }
 
     fn settle(
