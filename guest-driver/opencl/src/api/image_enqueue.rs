@@ -16,14 +16,13 @@ use vgpu_protocol::messages::{
 use crate::api::entry::{object_entry, status_entry};
 use crate::api::image::image_of;
 use crate::api::map::marker;
-use crate::api::transfer::{finish_blocking, queue_and_mem};
+use crate::api::transfer::{finish_blocking, mem_in_context_of, queue_and_mem};
 use crate::api::util::{bytes, bytes_mut, triple, wait_list, NewEvent};
 use crate::core::image::{HostLayout, ImageDesc};
 use crate::core::map::{ImageMap, MapArea, Mapping};
 use crate::core::memory::Mem;
 use crate::core::object::{Cl, ClResult};
 use crate::core::pixels::{move_pixels, Host, Target};
-use crate::core::platform;
 use crate::core::queue::Queue;
 use crate::core::staged::{self, Rows, Staged};
 use crate::core::sync;
@@ -96,24 +95,12 @@ fn enqueue_read_image(
     if staged::must_stage(blocking) {
         // It may wait for a user event: it must not wait in the backend.
         let rows = host_rows(region, &layout);
-        let staged = Staged {
-            queue: queue.handle(),
-            context: &queue.context,
-            mem: mem.handle(),
-            offset: 0,
-            wait,
-            event: new_event.handle(),
-        };
+        let staged = Staged::new(&queue, &mem, 0, wait, new_event.handle());
         staged.read_image(origin, region, rows, host.as_mut_ptr(), host.len())?;
         staged::keep(new_event.publish(&queue));
         return Ok(());
     }
-    let target = Target::Queue {
-        queue: queue.handle(),
-        wait,
-        event: new_event.handle(),
-        blocking: true,
-    };
+    let target = Target::on(&queue, wait, new_event.handle(), true);
     move_pixels(
         &mem,
         desc,
@@ -158,24 +145,12 @@ fn enqueue_write_image(
     if staged::must_stage(blocking) {
         // A write larger than a batch is sent at once and would wait in
         // the backend for a user event: it goes through a staging buffer.
-        let staged = Staged {
-            queue: queue.handle(),
-            context: &queue.context,
-            mem: mem.handle(),
-            offset: 0,
-            wait,
-            event: new_event.handle(),
-        };
+        let staged = Staged::new(&queue, &mem, 0, wait, new_event.handle());
         staged.write_image(origin, region, host_rows(region, &layout), host)?;
         new_event.publish(&queue);
         return Ok(());
     }
-    let target = Target::Queue {
-        queue: queue.handle(),
-        wait,
-        event: new_event.handle(),
-        blocking: blocking != CL_FALSE,
-    };
+    let target = Target::on(&queue, wait, new_event.handle(), blocking != CL_FALSE);
     move_pixels(
         &mem,
         desc,
@@ -201,10 +176,7 @@ fn enqueue_copy_image(
     event: *mut cl_event,
 ) -> ClResult<()> {
     let (queue, src) = queue_and_mem(queue, src)?;
-    let dst = Cl::<Mem>::get(dst)?;
-    if !Arc::ptr_eq(&queue.context, &dst.context) {
-        return Err(CL_INVALID_CONTEXT);
-    }
+    let dst = mem_in_context_of(&queue, dst)?;
     let (si, di) = (image_of(&src)?, image_of(&dst)?);
     // CL_IMAGE_FORMAT_MISMATCH if the images do not use the same format.
     if (
@@ -231,9 +203,7 @@ fn enqueue_copy_image(
         wait,
         event: new_event.handle(),
     };
-    platform::client()?.defer(copy.into()).map_err(|s| s.0)?;
-    new_event.publish(&queue);
-    Ok(())
+    new_event.submit(&queue, copy.into())
 }
 
 /// The buffer of an image ⇄ buffer copy: CL_INVALID_MEM_OBJECT for an
@@ -244,10 +214,7 @@ fn copy_buffer(
     offset: usize,
     len: u64,
 ) -> ClResult<Arc<Cl<Mem>>> {
-    let buffer = Cl::<Mem>::get(buffer)?;
-    if !Arc::ptr_eq(&queue.context, &buffer.context) {
-        return Err(CL_INVALID_CONTEXT);
-    }
+    let buffer = mem_in_context_of(queue, buffer)?;
     if buffer.image.is_some() {
         return Err(CL_INVALID_MEM_OBJECT);
     }
@@ -285,9 +252,7 @@ fn enqueue_copy_image_to_buffer(
         wait,
         event: new_event.handle(),
     };
-    platform::client()?.defer(copy.into()).map_err(|s| s.0)?;
-    new_event.publish(&queue);
-    Ok(())
+    new_event.submit(&queue, copy.into())
 }
 
 fn enqueue_copy_buffer_to_image(
@@ -318,9 +283,7 @@ fn enqueue_copy_buffer_to_image(
         wait,
         event: new_event.handle(),
     };
-    platform::client()?.defer(copy.into()).map_err(|s| s.0)?;
-    new_event.publish(&queue);
-    Ok(())
+    new_event.submit(&queue, copy.into())
 }
 
 fn enqueue_fill_image(
@@ -351,9 +314,7 @@ fn enqueue_fill_image(
         wait,
         event: new_event.handle(),
     };
-    platform::client()?.defer(fill.into()).map_err(|s| s.0)?;
-    new_event.publish(&queue);
-    Ok(())
+    new_event.submit(&queue, fill.into())
 }
 
 const MAP_FLAGS: cl_map_flags = CL_MAP_READ | CL_MAP_WRITE | CL_MAP_WRITE_INVALIDATE_REGION;
@@ -411,14 +372,7 @@ fn enqueue_map_image(
         // It may wait for a user event: it must not wait in the backend.
         // The area (or the application's memory) stays until the unmap,
         // which drops the read if it comes first.
-        let staged = Staged {
-            queue: queue.handle(),
-            context: &queue.context,
-            mem: mem.handle(),
-            offset: 0,
-            wait,
-            event: new_event.handle(),
-        };
+        let staged = Staged::new(&queue, &mem, 0, wait, new_event.handle());
         staged.read_image(
             origin,
             region,
@@ -431,12 +385,7 @@ fn enqueue_map_image(
         // bytes, or the application's USE_HOST_PTR memory, which the spec
         // requires to hold the whole image with its pitches.
         let host = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, extent) };
-        let target = Target::Queue {
-            queue: queue.handle(),
-            wait,
-            event: new_event.handle(),
-            blocking: true,
-        };
+        let target = Target::on(&queue, wait, new_event.handle(), true);
         move_pixels(
             &mem,
             desc,
@@ -499,12 +448,7 @@ pub(crate) fn unmap_image(
         // until the blocking write below has copied them.
         let host =
             unsafe { std::slice::from_raw_parts(mapping.ptr as *const u8, mapping.size as usize) };
-        let target = Target::Queue {
-            queue: queue.handle(),
-            wait,
-            event: new_event.handle(),
-            blocking: true,
-        };
+        let target = Target::on(queue, wait, new_event.handle(), true);
         move_pixels(
             mem,
             desc,

@@ -14,7 +14,7 @@ use vgpu_protocol::messages::{
 use vgpu_protocol::{DataRef, Request};
 
 use crate::api::entry::status_entry;
-use crate::api::transfer::{finish_blocking, queue_and_mem};
+use crate::api::transfer::{finish_blocking, mem_in_context_of, queue_and_mem};
 use crate::api::util::{bytes, bytes_mut, triple, wait_list, NewEvent};
 use crate::core::memory::Mem;
 use crate::core::object::{Cl, ClResult};
@@ -262,10 +262,7 @@ fn enqueue_copy_buffer_rect(
     event: *mut cl_event,
 ) -> ClResult<()> {
     let (queue, src) = queue_and_mem(queue, src)?;
-    let dst = Cl::<Mem>::get(dst)?;
-    if !std::sync::Arc::ptr_eq(&queue.context, &dst.context) {
-        return Err(CL_INVALID_CONTEXT);
-    }
+    let dst = mem_in_context_of(&queue, dst)?;
     let region = triple(region)?;
     check_region(region)?;
     let src_layout = Layout::new(triple(src_origin)?, region, srp as u64, ssp as u64)?;
@@ -299,7 +296,5 @@ fn enqueue_copy_buffer_rect(
         wait,
         event: new_event.handle(),
     };
-    platform::client()?.defer(copy.into()).map_err(|s| s.0)?;
-    new_event.publish(&queue);
-    Ok(())
+    new_event.submit(&queue, copy.into())
 }

@@ -204,9 +204,7 @@ fn marker(queue: &Arc<Cl<Queue>>, wait: Vec<u64>, new_event: NewEvent) -> ClResu
         wait,
         event: new_event.handle(),
     };
-    platform::client()?.defer(marker.into()).map_err(|s| s.0)?;
-    new_event.publish(queue);
-    Ok(())
+    new_event.submit(queue, marker.into())
 }
 
 /// Device SVM at `ptr` into `buf`; complete on return.
@@ -387,9 +385,7 @@ fn enqueue_svm_mem_fill(
         wait,
         event: new_event.handle(),
     };
-    platform::client()?.defer(fill.into()).map_err(|s| s.0)?;
-    new_event.publish(&queue);
-    Ok(())
+    new_event.submit(&queue, fill.into())
 }
 
 fn enqueue_svm_map(

@@ -10,7 +10,6 @@ use crate::api::entry::status_entry;
 use crate::api::util::{bytes, bytes_mut, wait_list, NewEvent};
 use crate::core::memory::Mem;
 use crate::core::object::{Cl, ClResult};
-use crate::core::platform;
 use crate::core::queue::Queue;
 use crate::core::staged::{self, Staged};
 use crate::core::sync;
@@ -35,11 +34,18 @@ pub(crate) type QueueAndMem = (Arc<Cl<Queue>>, Arc<Cl<Mem>>);
 /// with command_queue and buffer are not the same.
 pub(crate) fn queue_and_mem(queue: cl_command_queue, mem: cl_mem) -> ClResult<QueueAndMem> {
     let queue = Cl::<Queue>::get(queue)?;
+    let mem = mem_in_context_of(&queue, mem)?;
+    Ok((queue, mem))
+}
+
+/// A memory object of a command on `queue`: CL_INVALID_MEM_OBJECT, and
+/// CL_INVALID_CONTEXT if it belongs to another context than the queue.
+pub(crate) fn mem_in_context_of(queue: &Cl<Queue>, mem: cl_mem) -> ClResult<Arc<Cl<Mem>>> {
     let mem = Cl::<Mem>::get(mem)?;
     if !Arc::ptr_eq(&queue.context, &mem.context) {
         return Err(CL_INVALID_CONTEXT);
     }
-    Ok((queue, mem))
+    Ok(mem)
 }
 
 /// A blocking command is a synchronization point: earlier deferred errors
@@ -82,25 +88,12 @@ fn enqueue_read_buffer(
     let target = bytes_mut(ptr, size)?;
     if staged::must_stage(blocking) {
         // It may wait for a user event: it must not wait in the backend.
-        let staged = Staged {
-            queue: queue.handle(),
-            context: &queue.context,
-            mem: mem.handle(),
-            offset: offset as u64,
-            wait,
-            event: new_event.handle(),
-        };
+        let staged = Staged::new(&queue, &mem, offset as u64, wait, new_event.handle());
         staged.read(target.as_mut_ptr(), size)?;
         staged::keep(new_event.publish(&queue));
         return Ok(());
     }
-    let transfer = Transfer {
-        queue: queue.handle(),
-        mem: mem.handle(),
-        offset: offset as u64,
-        wait,
-        event: new_event.handle(),
-    };
+    let transfer = Transfer::new(&queue, &mem, offset as u64, wait, new_event.handle());
     // Non-blocking reads complete early too (allowed: the data is simply
     // there sooner).
     transfer.read(target)?;
@@ -135,25 +128,12 @@ fn enqueue_write_buffer(
     if staged::must_stage(blocking) && size > SMALL_WRITE {
         // A large write is sent at once and would wait in the backend for
         // a user event: it goes through a staging buffer.
-        let staged = Staged {
-            queue: queue.handle(),
-            context: &queue.context,
-            mem: mem.handle(),
-            offset: offset as u64,
-            wait,
-            event: new_event.handle(),
-        };
+        let staged = Staged::new(&queue, &mem, offset as u64, wait, new_event.handle());
         staged.write(bytes(ptr, size)?)?;
         new_event.publish(&queue);
         return Ok(());
     }
-    let transfer = Transfer {
-        queue: queue.handle(),
-        mem: mem.handle(),
-        offset: offset as u64,
-        wait,
-        event: new_event.handle(),
-    };
+    let transfer = Transfer::new(&queue, &mem, offset as u64, wait, new_event.handle());
     transfer.write(bytes(ptr, size)?, blocking != CL_FALSE)?;
     new_event.publish(&queue);
     finish_blocking(blocking)
@@ -180,10 +160,7 @@ fn enqueue_copy_buffer(
     event: *mut cl_event,
 ) -> ClResult<()> {
     let (queue, src) = queue_and_mem(queue, src)?;
-    let dst = Cl::<Mem>::get(dst)?;
-    if !Arc::ptr_eq(&queue.context, &dst.context) {
-        return Err(CL_INVALID_CONTEXT);
-    }
+    let dst = mem_in_context_of(&queue, dst)?;
     let (src_offset, dst_offset, size) = (src_offset as u64, dst_offset as u64, size as u64);
     // CL_INVALID_VALUE if src_offset, dst_offset, size, src_offset + size
     // or dst_offset + size require accessing elements outside the buffers,
@@ -211,9 +188,7 @@ fn enqueue_copy_buffer(
         wait,
         event: new_event.handle(),
     };
-    platform::client()?.defer(copy.into()).map_err(|s| s.0)?;
-    new_event.publish(&queue);
-    Ok(())
+    new_event.submit(&queue, copy.into())
 }
 
 fn enqueue_fill_buffer(
@@ -251,7 +226,5 @@ fn enqueue_fill_buffer(
         wait,
         event: new_event.handle(),
     };
-    platform::client()?.defer(fill.into()).map_err(|s| s.0)?;
-    new_event.publish(&queue);
-    Ok(())
+    new_event.submit(&queue, fill.into())
 }
