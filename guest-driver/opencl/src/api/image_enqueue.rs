@@ -14,6 +14,7 @@ use vgpu_protocol::messages::{
 };
 
 use crate::api::entry::{object_entry, status_entry};
+use crate::api::host_ptr::HostPtr;
 use crate::api::image::image_of;
 use crate::api::map::marker;
 use crate::api::transfer::{finish_blocking, mem_in_context_of, queue_and_mem};
@@ -32,8 +33,8 @@ object_entry! {
 }
 
 status_entry! {
-    fn clEnqueueReadImage(command_queue: cl_command_queue, image: cl_mem, blocking_read: cl_bool, origin: *const usize, region: *const usize, row_pitch: usize, slice_pitch: usize, ptr: *mut c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_read_image;
-    fn clEnqueueWriteImage(command_queue: cl_command_queue, image: cl_mem, blocking_write: cl_bool, origin: *const usize, region: *const usize, input_row_pitch: usize, input_slice_pitch: usize, ptr: *const c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_write_image;
+    fn clEnqueueReadImage(command_queue: cl_command_queue, image: cl_mem, blocking_read: cl_bool, origin: *const usize, region: *const usize, row_pitch: usize, slice_pitch: usize, ptr: *mut c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => read_or_write_image;
+    fn clEnqueueWriteImage(command_queue: cl_command_queue, image: cl_mem, blocking_write: cl_bool, origin: *const usize, region: *const usize, input_row_pitch: usize, input_slice_pitch: usize, ptr: *const c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => read_or_write_image;
     fn clEnqueueCopyImage(command_queue: cl_command_queue, src_image: cl_mem, dst_image: cl_mem, src_origin: *const usize, dst_origin: *const usize, region: *const usize, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_copy_image;
     fn clEnqueueCopyImageToBuffer(command_queue: cl_command_queue, src_image: cl_mem, dst_buffer: cl_mem, src_origin: *const usize, region: *const usize, dst_offset: usize, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_copy_image_to_buffer;
     fn clEnqueueCopyBufferToImage(command_queue: cl_command_queue, src_buffer: cl_mem, dst_image: cl_mem, src_offset: usize, dst_origin: *const usize, region: *const usize, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_copy_buffer_to_image;
@@ -64,7 +65,9 @@ fn host_rows(region: [u64; 3], layout: &HostLayout) -> Rows {
     }
 }
 
-fn enqueue_read_image(
+/// `clEnqueueReadImage` and `clEnqueueWriteImage`, which differ only in
+/// the direction the pixels go.
+fn read_or_write_image(
     queue: cl_command_queue,
     image: cl_mem,
     blocking: cl_bool,
@@ -72,11 +75,12 @@ fn enqueue_read_image(
     region: *const usize,
     row_pitch: usize,
     slice_pitch: usize,
-    ptr: *mut c_void,
+    ptr: impl Into<HostPtr>,
     num_events: cl_uint,
     events: *const cl_event,
     event: *mut cl_event,
 ) -> ClResult<()> {
+    let ptr = ptr.into();
     let (queue, mem) = queue_and_mem(queue, image)?;
     let desc = image_of(&mem)?;
     let (origin, region) = origin_region(desc, origin, region)?;
@@ -85,81 +89,40 @@ fn enqueue_read_image(
         return Err(CL_INVALID_VALUE);
     }
     let wait = wait_list(&queue, num_events, events)?;
-    // CL_INVALID_OPERATION if the image was created with
-    // CL_MEM_HOST_WRITE_ONLY or CL_MEM_HOST_NO_ACCESS.
-    if !mem.host_readable() {
+    // CL_INVALID_OPERATION if the image's host access flags forbid it.
+    if !ptr.allowed_on(&mem) {
         return Err(CL_INVALID_OPERATION);
     }
-    let new_event = NewEvent::new(event, CL_COMMAND_READ_IMAGE)?;
-    let host = bytes_mut(ptr, layout.extent(region)? as usize)?;
+    let command = ptr.command(CL_COMMAND_READ_IMAGE, CL_COMMAND_WRITE_IMAGE);
+    let new_event = NewEvent::new(event, command)?;
+    let len = layout.extent(region)? as usize;
+    let host = match ptr {
+        HostPtr::Into(ptr) => Host::Into(bytes_mut(ptr, len)?),
+        HostPtr::From(ptr) => Host::From(bytes(ptr, len)?),
+    };
     if staged::must_stage(blocking) {
-        // It may wait for a user event: it must not wait in the backend.
+        // It may wait for a user event: it must not wait in the backend
+        // (a write larger than a batch is sent at once and would), so it
+        // goes through a staging buffer.
+        let staged = Staged::new(&queue, &mem, 0, wait, new_event.handle());
         let rows = host_rows(region, &layout);
-        let staged = Staged::new(&queue, &mem, 0, wait, new_event.handle());
-        staged.read_image(origin, region, rows, host.as_mut_ptr(), host.len())?;
-        staged::keep(new_event.publish(&queue));
+        match host {
+            Host::Into(host) => {
+                staged.read_image(origin, region, rows, host.as_mut_ptr(), host.len())?;
+                staged::keep(new_event.publish(&queue));
+            }
+            Host::From(host) => {
+                staged.write_image(origin, region, rows, host)?;
+                new_event.publish(&queue);
+            }
+        }
         return Ok(());
     }
-    let target = Target::on(&queue, wait, new_event.handle(), true);
-    move_pixels(
-        &mem,
-        desc,
-        &target,
-        origin,
-        region,
-        Host::Into(host),
-        layout,
-    )?;
-    new_event.publish(&queue);
-    finish_blocking(blocking)
-}
-
-fn enqueue_write_image(
-    queue: cl_command_queue,
-    image: cl_mem,
-    blocking: cl_bool,
-    origin: *const usize,
-    region: *const usize,
-    row_pitch: usize,
-    slice_pitch: usize,
-    ptr: *const c_void,
-    num_events: cl_uint,
-    events: *const cl_event,
-    event: *mut cl_event,
-) -> ClResult<()> {
-    let (queue, mem) = queue_and_mem(queue, image)?;
-    let desc = image_of(&mem)?;
-    let (origin, region) = origin_region(desc, origin, region)?;
-    let layout = desc.host_layout(region, row_pitch as u64, slice_pitch as u64)?;
-    if ptr.is_null() {
-        return Err(CL_INVALID_VALUE);
-    }
-    let wait = wait_list(&queue, num_events, events)?;
-    // CL_INVALID_OPERATION if the image was created with
-    // CL_MEM_HOST_READ_ONLY or CL_MEM_HOST_NO_ACCESS.
-    if !mem.host_writable() {
-        return Err(CL_INVALID_OPERATION);
-    }
-    let new_event = NewEvent::new(event, CL_COMMAND_WRITE_IMAGE)?;
-    let host = bytes(ptr, layout.extent(region)? as usize)?;
-    if staged::must_stage(blocking) {
-        // A write larger than a batch is sent at once and would wait in
-        // the backend for a user event: it goes through a staging buffer.
-        let staged = Staged::new(&queue, &mem, 0, wait, new_event.handle());
-        staged.write_image(origin, region, host_rows(region, &layout), host)?;
-        new_event.publish(&queue);
-        return Ok(());
-    }
-    let target = Target::on(&queue, wait, new_event.handle(), blocking != CL_FALSE);
-    move_pixels(
-        &mem,
-        desc,
-        &target,
-        origin,
-        region,
-        Host::From(host),
-        layout,
-    )?;
+    // Non-blocking reads complete early too (allowed: the data is simply
+    // there sooner).
+    let complete_on_return = matches!(host, Host::Into(_)) || blocking != CL_FALSE;
+    let target = Target::on(&queue, wait, new_event.handle(), complete_on_return);
+    move_pixels(&mem, desc, &target, origin, region, host, layout)?;
     new_event.publish(&queue);
     finish_blocking(blocking)
 }

@@ -7,6 +7,7 @@ use opencl_sys::*;
 use vgpu_protocol::messages::{EnqueueCopyBuffer, EnqueueFillBuffer};
 
 use crate::api::entry::status_entry;
+use crate::api::host_ptr::HostPtr;
 use crate::api::util::{bytes, bytes_mut, wait_list, NewEvent};
 use crate::core::memory::Mem;
 use crate::core::object::{Cl, ClResult};
@@ -20,8 +21,8 @@ const SMALL_WRITE: usize = 64 << 10;
 use crate::core::transfer::Transfer;
 
 status_entry! {
-    fn clEnqueueReadBuffer(command_queue: cl_command_queue, buffer: cl_mem, blocking_read: cl_bool, offset: usize, size: usize, ptr: *mut c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_read_buffer;
-    fn clEnqueueWriteBuffer(command_queue: cl_command_queue, buffer: cl_mem, blocking_write: cl_bool, offset: usize, size: usize, ptr: *const c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_write_buffer;
+    fn clEnqueueReadBuffer(command_queue: cl_command_queue, buffer: cl_mem, blocking_read: cl_bool, offset: usize, size: usize, ptr: *mut c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => read_or_write_buffer;
+    fn clEnqueueWriteBuffer(command_queue: cl_command_queue, buffer: cl_mem, blocking_write: cl_bool, offset: usize, size: usize, ptr: *const c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => read_or_write_buffer;
     fn clEnqueueCopyBuffer(command_queue: cl_command_queue, src_buffer: cl_mem, dst_buffer: cl_mem, src_offset: usize, dst_offset: usize, size: usize, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_copy_buffer;
     fn clEnqueueFillBuffer(command_queue: cl_command_queue, buffer: cl_mem, pattern: *const c_void, pattern_size: usize, offset: usize, size: usize, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_fill_buffer;
 }
@@ -61,80 +62,63 @@ pub(crate) fn finish_blocking(blocking: cl_bool) -> ClResult<()> {
     }
 }
 
-fn enqueue_read_buffer(
+/// `clEnqueueReadBuffer` and `clEnqueueWriteBuffer`, which differ only in
+/// the direction the bytes go.
+fn read_or_write_buffer(
     queue: cl_command_queue,
     buffer: cl_mem,
     blocking: cl_bool,
     offset: usize,
     size: usize,
-    ptr: *mut c_void,
+    ptr: impl Into<HostPtr>,
     num_events: cl_uint,
     events: *const cl_event,
     event: *mut cl_event,
 ) -> ClResult<()> {
+    let ptr = ptr.into();
     let (queue, mem) = queue_and_mem(queue, buffer)?;
-    // CL_INVALID_VALUE if the region being read specified by (offset, size)
-    // is out of bounds or if ptr is a NULL value.
+    // CL_INVALID_VALUE if the region being read or written specified by
+    // (offset, size) is out of bounds or if ptr is a NULL value.
     if ptr.is_null() || size == 0 || !mem.contains(offset as u64, size as u64) {
         return Err(CL_INVALID_VALUE);
     }
     let wait = wait_list(&queue, num_events, events)?;
-    // CL_INVALID_OPERATION if called on a buffer created with
-    // CL_MEM_HOST_WRITE_ONLY or CL_MEM_HOST_NO_ACCESS.
-    if !mem.host_readable() {
+    // CL_INVALID_OPERATION if the buffer's host access flags forbid it.
+    if !ptr.allowed_on(&mem) {
         return Err(CL_INVALID_OPERATION);
     }
-    let new_event = NewEvent::new(event, CL_COMMAND_READ_BUFFER)?;
-    let target = bytes_mut(ptr, size)?;
-    if staged::must_stage(blocking) {
-        // It may wait for a user event: it must not wait in the backend.
-        let staged = Staged::new(&queue, &mem, offset as u64, wait, new_event.handle());
-        staged.read(target.as_mut_ptr(), size)?;
-        staged::keep(new_event.publish(&queue));
-        return Ok(());
+    let command = ptr.command(CL_COMMAND_READ_BUFFER, CL_COMMAND_WRITE_BUFFER);
+    let new_event = NewEvent::new(event, command)?;
+    let offset = offset as u64;
+    match ptr {
+        HostPtr::Into(ptr) => {
+            let target = bytes_mut(ptr, size)?;
+            if staged::must_stage(blocking) {
+                // It may wait for a user event: it must not wait in the
+                // backend.
+                let staged = Staged::new(&queue, &mem, offset, wait, new_event.handle());
+                staged.read(target.as_mut_ptr(), size)?;
+                staged::keep(new_event.publish(&queue));
+                return Ok(());
+            }
+            // Non-blocking reads complete early too (allowed: the data is
+            // simply there sooner).
+            Transfer::new(&queue, &mem, offset, wait, new_event.handle()).read(target)?;
+        }
+        HostPtr::From(ptr) => {
+            if staged::must_stage(blocking) && size > SMALL_WRITE {
+                // A large write is sent at once and would wait in the
+                // backend for a user event: it goes through a staging
+                // buffer.
+                let staged = Staged::new(&queue, &mem, offset, wait, new_event.handle());
+                staged.write(bytes(ptr, size)?)?;
+                new_event.publish(&queue);
+                return Ok(());
+            }
+            let transfer = Transfer::new(&queue, &mem, offset, wait, new_event.handle());
+            transfer.write(bytes(ptr, size)?, blocking != CL_FALSE)?;
+        }
     }
-    let transfer = Transfer::new(&queue, &mem, offset as u64, wait, new_event.handle());
-    // Non-blocking reads complete early too (allowed: the data is simply
-    // there sooner).
-    transfer.read(target)?;
-    new_event.publish(&queue);
-    finish_blocking(blocking)
-}
-
-fn enqueue_write_buffer(
-    queue: cl_command_queue,
-    buffer: cl_mem,
-    blocking: cl_bool,
-    offset: usize,
-    size: usize,
-    ptr: *const c_void,
-    num_events: cl_uint,
-    events: *const cl_event,
-    event: *mut cl_event,
-) -> ClResult<()> {
-    let (queue, mem) = queue_and_mem(queue, buffer)?;
-    // CL_INVALID_VALUE if the region being written specified by (offset,
-    // size) is out of bounds or if ptr is a NULL value.
-    if ptr.is_null() || size == 0 || !mem.contains(offset as u64, size as u64) {
-        return Err(CL_INVALID_VALUE);
-    }
-    let wait = wait_list(&queue, num_events, events)?;
-    // CL_INVALID_OPERATION if called on a buffer created with
-    // CL_MEM_HOST_READ_ONLY or CL_MEM_HOST_NO_ACCESS.
-    if !mem.host_writable() {
-        return Err(CL_INVALID_OPERATION);
-    }
-    let new_event = NewEvent::new(event, CL_COMMAND_WRITE_BUFFER)?;
-    if staged::must_stage(blocking) && size > SMALL_WRITE {
-        // A large write is sent at once and would wait in the backend for
-        // a user event: it goes through a staging buffer.
-        let staged = Staged::new(&queue, &mem, offset as u64, wait, new_event.handle());
-        staged.write(bytes(ptr, size)?)?;
-        new_event.publish(&queue);
-        return Ok(());
-    }
-    let transfer = Transfer::new(&queue, &mem, offset as u64, wait, new_event.handle());
-    transfer.write(bytes(ptr, size)?, blocking != CL_FALSE)?;
     new_event.publish(&queue);
     finish_blocking(blocking)
 }
