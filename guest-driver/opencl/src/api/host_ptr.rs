@@ -6,9 +6,12 @@
 
 use std::ffi::c_void;
 
-use opencl_sys::cl_command_type;
+use opencl_sys::*;
 
+use crate::api::util::{wait_list, NewEvent};
 use crate::core::memory::Mem;
+use crate::core::object::{Cl, ClResult};
+use crate::core::queue::Queue;
 
 /// `Into`: a read lands in the application's memory; `From`: a write
 /// takes the application's memory.
@@ -38,21 +41,27 @@ impl HostPtr {
         }
     }
 
-    /// Whether `mem`'s host access flags allow this direction: a read
-    /// needs neither CL_MEM_HOST_WRITE_ONLY nor CL_MEM_HOST_NO_ACCESS, a
-    /// write neither CL_MEM_HOST_READ_ONLY nor CL_MEM_HOST_NO_ACCESS.
-    pub fn allowed_on(self, mem: &Mem) -> bool {
-        match self {
-            HostPtr::Into(_) => mem.host_readable(),
-            HostPtr::From(_) => mem.host_writable(),
+    /// The wait list and the event of a read (command type `read`) or a
+    /// write (`write`) of `mem` on `queue`: CL_INVALID_OPERATION if the
+    /// host access flags forbid the direction (a read needs neither
+    /// CL_MEM_HOST_WRITE_ONLY nor CL_MEM_HOST_NO_ACCESS, a write neither
+    /// CL_MEM_HOST_READ_ONLY nor CL_MEM_HOST_NO_ACCESS).
+    pub fn wait_and_event(
+        self,
+        queue: &Cl<Queue>,
+        mem: &Mem,
+        (num_events, events): (cl_uint, *const cl_event),
+        event: *mut cl_event,
+        [read, write]: [cl_command_type; 2],
+    ) -> ClResult<(Vec<u64>, NewEvent)> {
+        let wait = wait_list(queue, num_events, events)?;
+        let (allowed, command) = match self {
+            HostPtr::Into(_) => (mem.host_readable(), read),
+            HostPtr::From(_) => (mem.host_writable(), write),
+        };
+        if !allowed {
+            return Err(CL_INVALID_OPERATION);
         }
-    }
-
-    /// The command type: `read` for `Into`, `write` for `From`.
-    pub fn command(self, read: cl_command_type, write: cl_command_type) -> cl_command_type {
-        match self {
-            HostPtr::Into(_) => read,
-            HostPtr::From(_) => write,
-        }
+        Ok((wait, NewEvent::new(event, command)?))
     }
 }

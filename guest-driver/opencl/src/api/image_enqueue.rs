@@ -88,13 +88,9 @@ fn read_or_write_image(
     if ptr.is_null() {
         return Err(CL_INVALID_VALUE);
     }
-    let wait = wait_list(&queue, num_events, events)?;
-    // CL_INVALID_OPERATION if the image's host access flags forbid it.
-    if !ptr.allowed_on(&mem) {
-        return Err(CL_INVALID_OPERATION);
-    }
-    let command = ptr.command(CL_COMMAND_READ_IMAGE, CL_COMMAND_WRITE_IMAGE);
-    let new_event = NewEvent::new(event, command)?;
+    let commands = [CL_COMMAND_READ_IMAGE, CL_COMMAND_WRITE_IMAGE];
+    let (wait, new_event) =
+        ptr.wait_and_event(&queue, &mem, (num_events, events), event, commands)?;
     let len = layout.extent(region)? as usize;
     let host = match ptr {
         HostPtr::Into(ptr) => Host::Into(bytes_mut(ptr, len)?),
@@ -187,6 +183,48 @@ fn copy_buffer(
     Ok(buffer)
 }
 
+/// The checked parts of an image ⇄ buffer copy.
+struct ImageBufferCopy {
+    queue: Arc<Cl<Queue>>,
+    image: Arc<Cl<Mem>>,
+    buffer: Arc<Cl<Mem>>,
+    origin: [u64; 3],
+    region: [u64; 3],
+    wait: Vec<u64>,
+    new_event: NewEvent,
+}
+
+/// `clEnqueueCopyImageToBuffer` and `clEnqueueCopyBufferToImage` check
+/// the same things; they differ in the message they send.
+fn image_buffer_copy(
+    queue: cl_command_queue,
+    image: cl_mem,
+    buffer: cl_mem,
+    origin: *const usize,
+    region: *const usize,
+    offset: usize,
+    (num_events, events): (cl_uint, *const cl_event),
+    event: *mut cl_event,
+    command: cl_command_type,
+) -> ClResult<ImageBufferCopy> {
+    let (queue, image) = queue_and_mem(queue, image)?;
+    let desc = image_of(&image)?;
+    let (origin, region) = origin_region(desc, origin, region)?;
+    let len = img::packed_len(region, desc.elem).ok_or(CL_INVALID_VALUE)?;
+    let buffer = copy_buffer(&queue, buffer, offset, len)?;
+    let wait = wait_list(&queue, num_events, events)?;
+    let new_event = NewEvent::new(event, command)?;
+    Ok(ImageBufferCopy {
+        queue,
+        image,
+        buffer,
+        origin,
+        region,
+        wait,
+        new_event,
+    })
+}
+
 fn enqueue_copy_image_to_buffer(
     queue: cl_command_queue,
     src: cl_mem,
@@ -198,24 +236,22 @@ fn enqueue_copy_image_to_buffer(
     events: *const cl_event,
     event: *mut cl_event,
 ) -> ClResult<()> {
-    let (queue, src) = queue_and_mem(queue, src)?;
-    let image = image_of(&src)?;
-    let (src_origin, region) = origin_region(image, src_origin, region)?;
-    let len = img::packed_len(region, image.elem).ok_or(CL_INVALID_VALUE)?;
-    let dst = copy_buffer(&queue, dst, dst_offset, len)?;
-    let wait = wait_list(&queue, num_events, events)?;
-    let new_event = NewEvent::new(event, CL_COMMAND_COPY_IMAGE_TO_BUFFER)?;
+    let wait = (num_events, events);
+    let command = CL_COMMAND_COPY_IMAGE_TO_BUFFER;
+    let c = image_buffer_copy(
+        queue, src, dst, src_origin, region, dst_offset, wait, event, command,
+    )?;
     let copy = EnqueueCopyImageToBuffer {
-        queue: queue.handle(),
-        src: src.handle(),
-        dst: dst.handle(),
-        src_origin,
-        region,
+        queue: c.queue.handle(),
+        src: c.image.handle(),
+        dst: c.buffer.handle(),
+        src_origin: c.origin,
+        region: c.region,
         dst_offset: dst_offset as u64,
-        wait,
-        event: new_event.handle(),
+        wait: c.wait,
+        event: c.new_event.handle(),
     };
-    new_event.submit(&queue, copy.into())
+    c.new_event.submit(&c.queue, copy.into())
 }
 
 fn enqueue_copy_buffer_to_image(
@@ -229,24 +265,22 @@ fn enqueue_copy_buffer_to_image(
     events: *const cl_event,
     event: *mut cl_event,
 ) -> ClResult<()> {
-    let (queue, dst) = queue_and_mem(queue, dst)?;
-    let image = image_of(&dst)?;
-    let (dst_origin, region) = origin_region(image, dst_origin, region)?;
-    let len = img::packed_len(region, image.elem).ok_or(CL_INVALID_VALUE)?;
-    let src = copy_buffer(&queue, src, src_offset, len)?;
-    let wait = wait_list(&queue, num_events, events)?;
-    let new_event = NewEvent::new(event, CL_COMMAND_COPY_BUFFER_TO_IMAGE)?;
+    let wait = (num_events, events);
+    let command = CL_COMMAND_COPY_BUFFER_TO_IMAGE;
+    let c = image_buffer_copy(
+        queue, dst, src, dst_origin, region, src_offset, wait, event, command,
+    )?;
     let copy = EnqueueCopyBufferToImage {
-        queue: queue.handle(),
-        src: src.handle(),
-        dst: dst.handle(),
+        queue: c.queue.handle(),
+        src: c.buffer.handle(),
+        dst: c.image.handle(),
         src_offset: src_offset as u64,
-        dst_origin,
-        region,
-        wait,
-        event: new_event.handle(),
+        dst_origin: c.origin,
+        region: c.region,
+        wait: c.wait,
+        event: c.new_event.handle(),
     };
-    new_event.submit(&queue, copy.into())
+    c.new_event.submit(&c.queue, copy.into())
 }
 
 fn enqueue_fill_image(

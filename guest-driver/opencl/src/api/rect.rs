@@ -119,12 +119,9 @@ fn read_or_write_rect(
         hrp,
         hsp,
     )?;
-    let wait = wait_list(&queue, num_events, events)?;
-    if !ptr.allowed_on(&mem) {
-        return Err(CL_INVALID_OPERATION);
-    }
-    let command = ptr.command(CL_COMMAND_READ_BUFFER_RECT, CL_COMMAND_WRITE_BUFFER_RECT);
-    let new_event = NewEvent::new(event, command)?;
+    let commands = [CL_COMMAND_READ_BUFFER_RECT, CL_COMMAND_WRITE_BUFFER_RECT];
+    let (wait, new_event) =
+        ptr.wait_and_event(&queue, &mem, (num_events, events), event, commands)?;
     let client = platform::client()?;
     let (_, host_end) = rect.host.extent(rect.region)?;
     let command = RectCommand {

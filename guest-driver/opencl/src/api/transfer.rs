@@ -82,13 +82,9 @@ fn read_or_write_buffer(
     if ptr.is_null() || size == 0 || !mem.contains(offset as u64, size as u64) {
         return Err(CL_INVALID_VALUE);
     }
-    let wait = wait_list(&queue, num_events, events)?;
-    // CL_INVALID_OPERATION if the buffer's host access flags forbid it.
-    if !ptr.allowed_on(&mem) {
-        return Err(CL_INVALID_OPERATION);
-    }
-    let command = ptr.command(CL_COMMAND_READ_BUFFER, CL_COMMAND_WRITE_BUFFER);
-    let new_event = NewEvent::new(event, command)?;
+    let commands = [CL_COMMAND_READ_BUFFER, CL_COMMAND_WRITE_BUFFER];
+    let (wait, new_event) =
+        ptr.wait_and_event(&queue, &mem, (num_events, events), event, commands)?;
     let offset = offset as u64;
     match ptr {
         HostPtr::Into(ptr) => {
