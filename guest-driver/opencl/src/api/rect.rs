@@ -152,14 +152,76 @@ struct RectCommand<'a> {
     event: u64,
 }
 
+/// What a piece's read and write messages both carry, but its data.
+struct PieceFields {
+    queue: u64,
+    mem: u64,
+    buffer_origin: [u64; 3],
+    region: [u64; 3],
+    buffer: Layout,
+    host: Layout,
+    wait: Vec<u64>,
+    event: u64,
+}
+
+/// A piece's `EnqueueReadBufferRect` or `EnqueueWriteBufferRect`: two
+/// messages with the same fields.
+macro_rules! piece_message {
+    ($message:ident, $fields:expr, $data:expr) => {{
+        let f: PieceFields = $fields;
+        $message {
+            queue: f.queue,
+            mem: f.mem,
+            buffer_origin: f.buffer_origin,
+            host_origin: [0, 0, 0],
+            region: f.region,
+            buffer_row_pitch: f.buffer.row_pitch,
+            buffer_slice_pitch: f.buffer.slice_pitch,
+            host_row_pitch: f.host.row_pitch,
+            host_slice_pitch: f.host.slice_pitch,
+            data: $data,
+            wait: f.wait,
+            event: f.event,
+        }
+        .into()
+    }};
+}
+
 impl RectCommand<'_> {
+    /// The fields of piece `i` (of `pieces`, at `buffer_origin` with
+    /// `host` its data's geometry) for the transport's chunk at `chunk`:
+    /// the wait list goes with the first piece, the event with the last.
+    fn piece_fields(
+        &self,
+        (i, pieces): (usize, usize),
+        buffer_origin: [u64; 3],
+        region: [u64; 3],
+        host: Layout,
+        chunk: u64,
+    ) -> PieceFields {
+        PieceFields {
+            queue: self.queue,
+            mem: if unsplittable(chunk) { 0 } else { self.mem },
+            buffer_origin,
+            region,
+            buffer: self.rect.buffer,
+            host,
+            wait: if i == 0 {
+                self.wait.clone()
+            } else {
+                Vec::new()
+            },
+            event: if i + 1 == pieces { self.event } else { 0 },
+        }
+    }
+
     /// The buffer's rectangle into `host`, complete on return.
     fn read(&self, client: &Client, host: &mut [u8]) -> ClResult<()> {
         let rect = self.rect;
         let list = pieces(rect.region, &rect.host, PIECE_LIMIT);
         for (i, p) in list.iter().enumerate() {
             let (buffer_origin, start, end) = rect.piece(p)?;
-            let last = i + 1 == list.len();
+            let n = (i, list.len());
             // A transport may write back the whole data range, so bytes
             // between the rows must not be part of it: rows with gaps are
             // read packed and placed here (one more copy, in this library).
@@ -181,25 +243,8 @@ impl RectCommand<'_> {
             };
             client
                 .call_with_in(target, |data: DataRef, chunk: u64| -> Request {
-                    EnqueueReadBufferRect {
-                        queue: self.queue,
-                        mem: if unsplittable(chunk) { 0 } else { self.mem },
-                        buffer_origin,
-                        host_origin: [0, 0, 0],
-                        region: p.size,
-                        buffer_row_pitch: rect.buffer.row_pitch,
-                        buffer_slice_pitch: rect.buffer.slice_pitch,
-                        host_row_pitch: layout.row_pitch,
-                        host_slice_pitch: layout.slice_pitch,
-                        data,
-                        wait: if i == 0 {
-                            self.wait.clone()
-                        } else {
-                            Vec::new()
-                        },
-                        event: if last { self.event } else { 0 },
-                    }
-                    .into()
+                    let fields = self.piece_fields(n, buffer_origin, p.size, layout, chunk);
+                    piece_message!(EnqueueReadBufferRect, fields, data)
                 })
                 .map_err(|s| s.0)?;
             if !contiguous {
@@ -220,27 +265,10 @@ impl RectCommand<'_> {
         let list = pieces(rect.region, &rect.host, PIECE_LIMIT);
         for (i, p) in list.iter().enumerate() {
             let (buffer_origin, start, end) = rect.piece(p)?;
-            let last = i + 1 == list.len();
+            let n = (i, list.len());
             let make = |data: DataRef, chunk: u64| -> Request {
-                EnqueueWriteBufferRect {
-                    queue: self.queue,
-                    mem: if unsplittable(chunk) { 0 } else { self.mem },
-                    buffer_origin,
-                    host_origin: [0, 0, 0],
-                    region: p.size,
-                    buffer_row_pitch: rect.buffer.row_pitch,
-                    buffer_slice_pitch: rect.buffer.slice_pitch,
-                    host_row_pitch: rect.host.row_pitch,
-                    host_slice_pitch: rect.host.slice_pitch,
-                    data,
-                    wait: if i == 0 {
-                        self.wait.clone()
-                    } else {
-                        Vec::new()
-                    },
-                    event: if last { self.event } else { 0 },
-                }
-                .into()
+                let fields = self.piece_fields(n, buffer_origin, p.size, rect.host, chunk);
+                piece_message!(EnqueueWriteBufferRect, fields, data)
             };
             let data = &host[start as usize..end as usize];
             let result = if blocking {
