@@ -7,9 +7,10 @@ mod common;
 
 use std::ffi::{c_void, CStr};
 use std::ptr::{null, null_mut};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::Mutex;
 
-use common::fake::{FakeDevice, Log, READ_PATTERN};
+use common::fake::{Log, READ_PATTERN};
+use common::setup;
 use opencl_sys::*;
 use vgpu_opencl::api::build::*;
 use vgpu_opencl::api::context::*;
@@ -29,24 +30,6 @@ use vgpu_opencl::api::svm::*;
 use vgpu_opencl::api::transfer::*;
 use vgpu_opencl::api::unimplemented::*;
 use vgpu_protocol::{ArgKind, Request};
-use vgpu_transport::Client;
-
-/// The fake device's log; tests run one at a time (they count round trips).
-fn setup() -> (MutexGuard<'static, ()>, Arc<Mutex<Log>>) {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    static LOG: OnceLock<Arc<Mutex<Log>>> = OnceLock::new();
-    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let log = LOG
-        .get_or_init(|| {
-            let log = Arc::new(Mutex::new(Log::default()));
-            let fake = FakeDevice { log: log.clone() };
-            let client = Client::open(Box::new(fake), 1, false).expect("fake session");
-            assert!(vgpu_opencl::install_client(client));
-            log
-        })
-        .clone();
-    (guard, log)
-}
 
 fn submits(log: &Mutex<Log>) -> usize {
     log.lock().unwrap().submits
@@ -108,6 +91,23 @@ fn kernel(c: cl_context) -> cl_kernel {
         assert_eq!(err, CL_SUCCESS);
         assert_eq!(clReleaseProgram(p), CL_SUCCESS);
         k
+    }
+}
+
+/// Releases a test's kernel, buffer, queue and context, the last made
+/// first; a NULL one was not made.
+fn release(k: cl_kernel, m: cl_mem, q: cl_command_queue, c: cl_context) {
+    // SAFETY: the ICD checks every handle; these are live objects the
+    // test made, each released once here.
+    unsafe {
+        if !k.is_null() {
+            clReleaseKernel(k);
+        }
+        if !m.is_null() {
+            clReleaseMemObject(m);
+        }
+        clReleaseCommandQueue(q);
+        clReleaseContext(c);
     }
 }
 
@@ -373,12 +373,7 @@ fn buffer_checks_need_no_round_trip() {
         clReleaseContext(c2);
     }
     assert_eq!(submits(&log), before, "every check above is local");
-    // SAFETY: valid handles.
-    unsafe {
-        clReleaseMemObject(m);
-        clReleaseCommandQueue(q);
-        clReleaseContext(c);
-    }
+    release(null_mut(), m, q, c);
 }
 
 /// A read of `m` (another context's buffer) through `q`.
@@ -471,13 +466,7 @@ fn creates_and_enqueues_are_batched_until_a_synchronization_point() {
         "small non-blocking writes are staged in the batch"
     );
     drop(log);
-    // SAFETY: valid handles.
-    unsafe {
-        clReleaseKernel(k);
-        clReleaseMemObject(m);
-        clReleaseCommandQueue(q);
-        clReleaseContext(c);
-    }
+    release(k, m, q, c);
 }
 
 #[test]
@@ -554,10 +543,7 @@ fn kernel_launch_checks() {
         let p = null_mut();
         clCreateKernel(p, c"k".as_ptr(), &mut err);
         assert_eq!(err, CL_INVALID_PROGRAM);
-        clReleaseKernel(k);
-        clReleaseMemObject(m);
-        clReleaseCommandQueue(q);
-        clReleaseContext(c);
+        release(k, m, q, c);
     }
 }
 
@@ -635,12 +621,7 @@ fn map_reads_and_unmap_writes_back() {
         .iter()
         .any(|d| d.len() >= 512 && d.iter().filter(|b| **b == 0x5a).count() >= 512));
     drop(log_);
-    // SAFETY: valid handles.
-    unsafe {
-        clReleaseMemObject(m);
-        clReleaseCommandQueue(q);
-        clReleaseContext(c);
-    }
+    release(null_mut(), m, q, c);
 }
 
 #[test]
@@ -678,9 +659,7 @@ fn use_host_ptr_maps_return_the_application_memory() {
             clEnqueueUnmapMemObject(q, m, p, 0, null(), null_mut()),
             CL_SUCCESS
         );
-        clReleaseMemObject(m);
-        clReleaseCommandQueue(q);
-        clReleaseContext(c);
+        release(null_mut(), m, q, c);
     }
     assert!(
         host[256..512].iter().all(|b| *b == READ_PATTERN),
@@ -830,13 +809,7 @@ fn released_objects_leave_the_registry_and_are_released_remotely() {
     let q = queue(c);
     let m = buffer(c, 64);
     let k = kernel(c);
-    // SAFETY: valid handles, each released once.
-    unsafe {
-        clReleaseKernel(k);
-        clReleaseMemObject(m);
-        clReleaseCommandQueue(q);
-        clReleaseContext(c);
-    }
+    release(k, m, q, c);
     assert_eq!(vgpu_opencl::live_objects(), before);
     // The releases were deferred: a synchronization point sends them.
     let c = context();
@@ -1031,10 +1004,5 @@ fn svm_pointers_outside_any_allocation_are_refused_without_a_round_trip() {
         clSVMFree(c, p);
     }
     assert_eq!(submits(&log), before, "refused here, nothing sent");
-    // SAFETY: valid handles, released once.
-    unsafe {
-        clReleaseKernel(k);
-        clReleaseCommandQueue(q);
-        clReleaseContext(c);
-    }
+    release(k, null_mut(), q, c);
 }

@@ -202,6 +202,40 @@ fn text(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// Runs `c`, which must succeed; `what` names it in the failure.
+fn run_ok(c: Command, what: &str) -> Output {
+    let output = run(c);
+    assert!(output.status.success(), "{what}:\n{}", text(&output));
+    output
+}
+
+/// A program's output without its `platform:` line (which names vgpu or
+/// the native platform), to compare a run through vgpu with a native one.
+fn without_platform(out: &str) -> Vec<String> {
+    out.lines()
+        .filter(|l| !l.starts_with("platform: "))
+        .map(String::from)
+        .collect()
+}
+
+/// Runs `integration/cl-tests/<name>` natively and through vgpu: both
+/// succeed and print the same `RESULT` line.
+fn suite_program_matches_a_native_run(name: &str) {
+    let Some(p) = prepared() else { return };
+    let backend = Backend::start(p, name);
+    let program = p.suite.join(name);
+    let native = run_ok(Command::new(&program), "native");
+    let through = run_ok(backend.command(p, &program), "through vgpu");
+    let result = |o: &Output| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .find(|l| l.starts_with("RESULT "))
+            .map(str::to_owned)
+    };
+    assert!(result(&native).is_some(), "no RESULT line");
+    assert_eq!(result(&through), result(&native));
+}
+
 /// `clinfo --raw` lines `[X/0] NAME value` as (NAME, value) for device 0.
 fn raw_device_values(raw: &str) -> Vec<(String, String)> {
     raw.lines()
@@ -272,58 +306,25 @@ fn suite_checksums_match_a_native_run() {
     let vgpu_log = p.dir.join("vgpu.log");
     let mut native = Command::new(&script);
     native.arg(&p.suite).env("CLTEST_QUICK", "1");
-    let native = run(native);
+    let native = run_ok(native, "native suite failed");
     std::fs::write(&native_log, &native.stdout).expect("native log");
-    assert!(
-        native.status.success(),
-        "native suite failed:\n{}",
-        text(&native)
-    );
     let mut through = backend.command(p, &script);
     through
         .arg(&p.suite)
         .env("CLTEST_QUICK", "1")
         .env("CLTEST_RELEASED_HANDLES", "1");
-    let through = run(through);
+    let through = run_ok(through, "suite through vgpu failed");
     std::fs::write(&vgpu_log, &through.stdout).expect("vgpu log");
-    assert!(
-        through.status.success(),
-        "suite through vgpu failed:\n{}",
-        text(&through)
-    );
     let mut compare = Command::new(&script);
     compare.arg("--compare").arg(&native_log).arg(&vgpu_log);
-    let compared = run(compare);
-    assert!(
-        compared.status.success(),
-        "checksums differ:\n{}",
-        text(&compared)
-    );
+    run_ok(compare, "checksums differ");
 }
 
 /// Images and samplers (`integration/cl-tests/images.c`): the same
 /// checksum natively and through vgpu.
 #[test]
 fn images_and_samplers_match_a_native_run() {
-    let Some(p) = prepared() else { return };
-    let backend = Backend::start(p, "images");
-    let program = p.suite.join("images");
-    let native = run(Command::new(&program));
-    assert!(native.status.success(), "native:\n{}", text(&native));
-    let through = run(backend.command(p, &program));
-    assert!(
-        through.status.success(),
-        "through vgpu:\n{}",
-        text(&through)
-    );
-    let result = |o: &Output| {
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .find(|l| l.starts_with("RESULT "))
-            .map(str::to_owned)
-    };
-    assert!(result(&native).is_some(), "no RESULT line");
-    assert_eq!(result(&through), result(&native));
+    suite_program_matches_a_native_run("images");
 }
 
 /// Coarse-grained SVM (`integration/cl-tests/svm.c`): a kernel walks a
@@ -331,25 +332,7 @@ fn images_and_samplers_match_a_native_run() {
 /// through vgpu.
 #[test]
 fn svm_matches_a_native_run() {
-    let Some(p) = prepared() else { return };
-    let backend = Backend::start(p, "svm");
-    let program = p.suite.join("svm");
-    let native = run(Command::new(&program));
-    assert!(native.status.success(), "native:\n{}", text(&native));
-    let through = run(backend.command(p, &program));
-    assert!(
-        through.status.success(),
-        "through vgpu:\n{}",
-        text(&through)
-    );
-    let result = |o: &Output| {
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .find(|l| l.starts_with("RESULT "))
-            .map(str::to_owned)
-    };
-    assert!(result(&native).is_some(), "no RESULT line");
-    assert_eq!(result(&through), result(&native));
+    suite_program_matches_a_native_run("svm");
 }
 
 #[test]
@@ -624,12 +607,6 @@ fn zero_sized_ndranges_behave_as_natively() {
     let Some(p) = prepared() else { return };
     let backend = Backend::start(p, "zero-sized");
     let program = c_program(p, "zero_sized_enqueue");
-    let without_platform = |out: String| -> Vec<String> {
-        out.lines()
-            .filter(|l| !l.starts_with("platform: "))
-            .map(String::from)
-            .collect()
-    };
     let through = text(&run(backend.command(p, &program)));
     assert_eq!(probe_field(&through, "platform"), "vgpu", "{through}");
     // The CTS's zero_sized_enqueue: every launch succeeds, nothing is
@@ -646,7 +623,7 @@ fn zero_sized_ndranges_behave_as_natively() {
         assert_eq!(probe_field(&through, &format!("{queue} untouched")), "yes");
     }
     let native = text(&run(Command::new(&program)));
-    assert_eq!(without_platform(through), without_platform(native));
+    assert_eq!(without_platform(&through), without_platform(&native));
 }
 
 #[test]
@@ -720,12 +697,6 @@ fn a_sampler_argument_of_the_wrong_size_is_refused_by_the_call() {
     // No deferred error surfaces at the next synchronizing call.
     assert_eq!(probe_field(&through, "finish"), "0", "{through}");
     let native = text(&run(Command::new(&program)));
-    let without_platform = |out: &str| -> Vec<String> {
-        out.lines()
-            .filter(|l| !l.starts_with("platform: "))
-            .map(String::from)
-            .collect()
-    };
     assert_eq!(without_platform(&through), without_platform(&native));
 }
 
@@ -748,12 +719,6 @@ fn a_local_size_over_the_kernel_limit_gets_the_device_answer_from_the_call() {
     assert_eq!(probe_field(&through, "finish after it"), "0", "{through}");
     assert_eq!(probe_field(&through, "value"), "7", "{through}");
     let native = text(&run(Command::new(&program)));
-    let without_platform = |out: &str| -> Vec<String> {
-        out.lines()
-            .filter(|l| !l.starts_with("platform: "))
-            .map(String::from)
-            .collect()
-    };
     assert_eq!(without_platform(&through), without_platform(&native));
 }
 
@@ -778,12 +743,6 @@ fn kernels_are_created_by_name_without_listing_the_program() {
     }
     assert_eq!(probe_field(&through, "finish"), "0", "{through}");
     let native = text(&run(Command::new(&program)));
-    let without_platform = |out: &str| -> Vec<String> {
-        out.lines()
-            .filter(|l| !l.starts_with("platform: "))
-            .map(String::from)
-            .collect()
-    };
     assert_eq!(without_platform(&through), without_platform(&native));
 }
 

@@ -7,9 +7,9 @@ mod common;
 
 use std::ffi::c_void;
 use std::ptr::{null, null_mut};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use common::fake::{FakeDevice, Log, READ_PATTERN};
+use common::fake::READ_PATTERN;
+use common::setup;
 use opencl_sys::*;
 use vgpu_opencl::api::context::*;
 use vgpu_opencl::api::device::*;
@@ -20,23 +20,6 @@ use vgpu_opencl::api::platform::*;
 use vgpu_opencl::api::queue::*;
 use vgpu_opencl::api::sampler::*;
 use vgpu_protocol::Request;
-use vgpu_transport::Client;
-
-fn setup() -> (MutexGuard<'static, ()>, Arc<Mutex<Log>>) {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    static LOG: OnceLock<Arc<Mutex<Log>>> = OnceLock::new();
-    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let log = LOG
-        .get_or_init(|| {
-            let log = Arc::new(Mutex::new(Log::default()));
-            let fake = FakeDevice { log: log.clone() };
-            let client = Client::open(Box::new(fake), 1, false).expect("fake session");
-            assert!(vgpu_opencl::install_client(client));
-            log
-        })
-        .clone();
-    (guard, log)
-}
 
 fn context_and_queue() -> (cl_context, cl_command_queue) {
     let (mut p, mut d) = (null_mut(), null_mut());

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use cl3::types::{cl_image_desc, cl_image_format, cl_sampler, CL_BLOCKING};
 use vgpu_protocol::image::{self as img, image_type};
 use vgpu_protocol::messages::*;
-use vgpu_protocol::Status;
+use vgpu_protocol::{DataRef, Status};
 
 use super::objects::{ContextEntry, HostEvent, HostMem};
 use super::session::OpenClSession;
@@ -257,6 +257,21 @@ fn host_area(
     Ok(staging.as_mut_ptr())
 }
 
+/// The length of `region` at `origin` of the image `mem`, which the
+/// guest's `data` must match exactly (`INVALID_VALUE` otherwise).
+fn image_data_len(
+    mem: &HostMem,
+    origin: &[u64; 3],
+    region: &[u64; 3],
+    data: DataRef,
+) -> Result<u64, Status> {
+    let len = checked_region(image_of(mem)?, origin, region)?;
+    if len != data.len {
+        return Err(Status::INVALID_VALUE);
+    }
+    Ok(len)
+}
+
 impl OpenClSession {
     /// `INVALID_OPERATION` when the vGPU's profile has no images: a guest
     /// that saw none gets none, so its state never needs a device with
@@ -441,25 +456,11 @@ impl OpenClSession {
 
     pub(super) fn init_image(&mut self, m: &InitImage, io: &mut GuestIo) -> Result<(), Status> {
         let mem = self.mem(m.mem)?;
-        let len = checked_region(image_of(&mem)?, &m.origin, &m.region)?;
-        if len != m.data.len {
-            return Err(Status::INVALID_VALUE);
-        }
+        let len = image_data_len(&mem, &m.origin, &m.region, m.data)?;
         let queue = self.internal_queue(&mem.context)?;
-        let pieces = io.out_slices(m.data)?;
-        let mut staging = Vec::new();
-        let host = host_area(&pieces, len, &mut staging, |s| {
-            io.out.read(m.data.offset, s)
-        })?;
-        let event = Self::image_transfer(
-            queue.queue.0,
-            &mem,
-            &m.origin,
-            &m.region,
-            host,
-            (0, std::ptr::null()),
-            true,
-        )?;
+        let at = (&m.origin, &m.region);
+        let no_wait = (0, std::ptr::null());
+        let event = Self::guest_pixels_into(queue.queue.0, &mem, at, m.data, len, io, no_wait)?;
         drop(HostEvent(event));
         Ok(())
     }
@@ -471,26 +472,29 @@ impl OpenClSession {
     ) -> Result<(), Status> {
         let queue = self.queue(m.queue)?;
         let mem = self.mem(m.mem)?;
-        let len = checked_region(image_of(&mem)?, &m.origin, &m.region)?;
-        if len != m.data.len {
-            return Err(Status::INVALID_VALUE);
-        }
+        let len = image_data_len(&mem, &m.origin, &m.region, m.data)?;
         let wait = self.wait_list(&m.wait)?;
-        let pieces = io.out_slices(m.data)?;
-        let mut staging = Vec::new();
-        let host = host_area(&pieces, len, &mut staging, |s| {
-            io.out.read(m.data.offset, s)
-        })?;
-        let event = Self::image_transfer(
-            queue.queue.0,
-            &mem,
-            &m.origin,
-            &m.region,
-            host,
-            (wait.len(), wait.ptr()),
-            true,
-        )?;
+        let at = (&m.origin, &m.region);
+        let wait_ptr = (wait.len(), wait.ptr());
+        let event = Self::guest_pixels_into(queue.queue.0, &mem, at, m.data, len, io, wait_ptr)?;
         self.keep_event(&queue, m.event, event)
+    }
+
+    /// The guest's out-data `data` (`len` bytes, packed) into the image
+    /// `mem` at `origin`/`region`, after `wait`, blocking.
+    fn guest_pixels_into(
+        queue: cl3::types::cl_command_queue,
+        mem: &HostMem,
+        (origin, region): (&[u64; 3], &[u64; 3]),
+        data: DataRef,
+        len: u64,
+        io: &mut GuestIo,
+        wait: (u32, *const cl3::types::cl_event),
+    ) -> Result<cl3::types::cl_event, Status> {
+        let pieces = io.out_slices(data)?;
+        let mut staging = Vec::new();
+        let host = host_area(&pieces, len, &mut staging, |s| io.out.read(data.offset, s))?;
+        Self::image_transfer(queue, mem, origin, region, host, wait, true)
     }
 
     pub(super) fn read_image(
@@ -500,10 +504,7 @@ impl OpenClSession {
     ) -> Result<(), Status> {
         let queue = self.queue(m.queue)?;
         let mem = self.mem(m.mem)?;
-        let len = checked_region(image_of(&mem)?, &m.origin, &m.region)?;
-        if len != m.data.len {
-            return Err(Status::INVALID_VALUE);
-        }
+        let len = image_data_len(&mem, &m.origin, &m.region, m.data)?;
         let wait = self.wait_list(&m.wait)?;
         let pieces = io.in_slices(m.data)?;
         let mut staging = Vec::new();

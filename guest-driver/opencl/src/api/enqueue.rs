@@ -27,13 +27,6 @@ status_entry! {
     fn clEnqueueMigrateMemObjects(command_queue: cl_command_queue, num_mem_objects: cl_uint, mem_objects: *const cl_mem, flags: cl_mem_migration_flags, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_migrate_mem_objects;
 }
 
-/// Sends a batched command and publishes its event.
-fn submit(queue: &Arc<Cl<Queue>>, event: NewEvent, request: Request) -> ClResult<()> {
-    platform::client()?.defer(request).map_err(|s| s.0)?;
-    event.publish(queue);
-    Ok(())
-}
-
 /// `dim` values of an optional `size_t[]`, padded to 3 with `pad`.
 fn dims(ptr: *const usize, dim: usize, pad: u64) -> ClResult<Option<[u64; 3]>> {
     if ptr.is_null() {
@@ -172,7 +165,7 @@ fn enqueue_nd_range_kernel(
         launch = Launch::DeviceDecides;
     }
     match launch {
-        Launch::Batched => submit(&queue, new_event, command.into()),
+        Launch::Batched => new_event.submit(&queue, command.into()),
         Launch::DeviceDecides => {
             platform::client()?.call(command.into()).map_err(|s| s.0)?;
             new_event.publish(&queue);
@@ -235,7 +228,7 @@ fn marker(
         }
         .into()
     };
-    submit(&queue, new_event, request)
+    new_event.submit(&queue, request)
 }
 
 fn enqueue_marker(queue: cl_command_queue, event: *mut cl_event) -> ClResult<()> {
@@ -323,5 +316,5 @@ fn enqueue_migrate_mem_objects(
         wait,
         event: new_event.handle(),
     };
-    submit(&q, new_event, request.into())
+    new_event.submit(&q, request.into())
 }

@@ -14,16 +14,16 @@ use vgpu_protocol::messages::{
 };
 
 use crate::api::entry::{object_entry, status_entry};
+use crate::api::host_ptr::HostPtr;
 use crate::api::image::image_of;
 use crate::api::map::marker;
-use crate::api::transfer::{finish_blocking, queue_and_mem};
+use crate::api::transfer::{finish_blocking, mem_in_context_of, queue_and_mem};
 use crate::api::util::{bytes, bytes_mut, triple, wait_list, NewEvent};
 use crate::core::image::{HostLayout, ImageDesc};
 use crate::core::map::{ImageMap, MapArea, Mapping};
 use crate::core::memory::Mem;
 use crate::core::object::{Cl, ClResult};
 use crate::core::pixels::{move_pixels, Host, Target};
-use crate::core::platform;
 use crate::core::queue::Queue;
 use crate::core::staged::{self, Rows, Staged};
 use crate::core::sync;
@@ -33,8 +33,8 @@ object_entry! {
 }
 
 status_entry! {
-    fn clEnqueueReadImage(command_queue: cl_command_queue, image: cl_mem, blocking_read: cl_bool, origin: *const usize, region: *const usize, row_pitch: usize, slice_pitch: usize, ptr: *mut c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_read_image;
-    fn clEnqueueWriteImage(command_queue: cl_command_queue, image: cl_mem, blocking_write: cl_bool, origin: *const usize, region: *const usize, input_row_pitch: usize, input_slice_pitch: usize, ptr: *const c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_write_image;
+    fn clEnqueueReadImage(command_queue: cl_command_queue, image: cl_mem, blocking_read: cl_bool, origin: *const usize, region: *const usize, row_pitch: usize, slice_pitch: usize, ptr: *mut c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => read_or_write_image;
+    fn clEnqueueWriteImage(command_queue: cl_command_queue, image: cl_mem, blocking_write: cl_bool, origin: *const usize, region: *const usize, input_row_pitch: usize, input_slice_pitch: usize, ptr: *const c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => read_or_write_image;
     fn clEnqueueCopyImage(command_queue: cl_command_queue, src_image: cl_mem, dst_image: cl_mem, src_origin: *const usize, dst_origin: *const usize, region: *const usize, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_copy_image;
     fn clEnqueueCopyImageToBuffer(command_queue: cl_command_queue, src_image: cl_mem, dst_buffer: cl_mem, src_origin: *const usize, region: *const usize, dst_offset: usize, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_copy_image_to_buffer;
     fn clEnqueueCopyBufferToImage(command_queue: cl_command_queue, src_buffer: cl_mem, dst_image: cl_mem, src_offset: usize, dst_origin: *const usize, region: *const usize, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_copy_buffer_to_image;
@@ -65,7 +65,9 @@ fn host_rows(region: [u64; 3], layout: &HostLayout) -> Rows {
     }
 }
 
-fn enqueue_read_image(
+/// `clEnqueueReadImage` and `clEnqueueWriteImage`, which differ only in
+/// the direction the pixels go.
+fn read_or_write_image(
     queue: cl_command_queue,
     image: cl_mem,
     blocking: cl_bool,
@@ -73,11 +75,12 @@ fn enqueue_read_image(
     region: *const usize,
     row_pitch: usize,
     slice_pitch: usize,
-    ptr: *mut c_void,
+    ptr: impl Into<HostPtr>,
     num_events: cl_uint,
     events: *const cl_event,
     event: *mut cl_event,
 ) -> ClResult<()> {
+    let ptr = ptr.into();
     let (queue, mem) = queue_and_mem(queue, image)?;
     let desc = image_of(&mem)?;
     let (origin, region) = origin_region(desc, origin, region)?;
@@ -85,106 +88,37 @@ fn enqueue_read_image(
     if ptr.is_null() {
         return Err(CL_INVALID_VALUE);
     }
-    let wait = wait_list(&queue, num_events, events)?;
-    // CL_INVALID_OPERATION if the image was created with
-    // CL_MEM_HOST_WRITE_ONLY or CL_MEM_HOST_NO_ACCESS.
-    if !mem.host_readable() {
-        return Err(CL_INVALID_OPERATION);
-    }
-    let new_event = NewEvent::new(event, CL_COMMAND_READ_IMAGE)?;
-    let host = bytes_mut(ptr, layout.extent(region)? as usize)?;
+    let commands = [CL_COMMAND_READ_IMAGE, CL_COMMAND_WRITE_IMAGE];
+    let (wait, new_event) =
+        ptr.wait_and_event(&queue, &mem, (num_events, events), event, commands)?;
+    let len = layout.extent(region)? as usize;
+    let host = match ptr {
+        HostPtr::Into(ptr) => Host::Into(bytes_mut(ptr, len)?),
+        HostPtr::From(ptr) => Host::From(bytes(ptr, len)?),
+    };
     if staged::must_stage(blocking) {
-        // It may wait for a user event: it must not wait in the backend.
+        // It may wait for a user event: it must not wait in the backend
+        // (a write larger than a batch is sent at once and would), so it
+        // goes through a staging buffer.
+        let staged = Staged::new(&queue, &mem, 0, wait, new_event.handle());
         let rows = host_rows(region, &layout);
-        let staged = Staged {
-            queue: queue.handle(),
-            context: &queue.context,
-            mem: mem.handle(),
-            offset: 0,
-            wait,
-            event: new_event.handle(),
-        };
-        staged.read_image(origin, region, rows, host.as_mut_ptr(), host.len())?;
-        staged::keep(new_event.publish(&queue));
+        match host {
+            Host::Into(host) => {
+                staged.read_image(origin, region, rows, host.as_mut_ptr(), host.len())?;
+                staged::keep(new_event.publish(&queue));
+            }
+            Host::From(host) => {
+                staged.write_image(origin, region, rows, host)?;
+                new_event.publish(&queue);
+            }
+        }
         return Ok(());
     }
-    let target = Target::Queue {
-        queue: queue.handle(),
-        wait,
-        event: new_event.handle(),
-        blocking: true,
-    };
-    move_pixels(
-        &mem,
-        desc,
-        &target,
-        origin,
-        region,
-        Host::Into(host),
-        layout,
-    )?;
-    new_event.publish(&queue);
-    finish_blocking(blocking)
-}
-
-fn enqueue_write_image(
-    queue: cl_command_queue,
-    image: cl_mem,
-    blocking: cl_bool,
-    origin: *const usize,
-    region: *const usize,
-    row_pitch: usize,
-    slice_pitch: usize,
-    ptr: *const c_void,
-    num_events: cl_uint,
-    events: *const cl_event,
-    event: *mut cl_event,
-) -> ClResult<()> {
-    let (queue, mem) = queue_and_mem(queue, image)?;
-    let desc = image_of(&mem)?;
-    let (origin, region) = origin_region(desc, origin, region)?;
-    let layout = desc.host_layout(region, row_pitch as u64, slice_pitch as u64)?;
-    if ptr.is_null() {
-        return Err(CL_INVALID_VALUE);
-    }
-    let wait = wait_list(&queue, num_events, events)?;
-    // CL_INVALID_OPERATION if the image was created with
-    // CL_MEM_HOST_READ_ONLY or CL_MEM_HOST_NO_ACCESS.
-    if !mem.host_writable() {
-        return Err(CL_INVALID_OPERATION);
-    }
-    let new_event = NewEvent::new(event, CL_COMMAND_WRITE_IMAGE)?;
-    let host = bytes(ptr, layout.extent(region)? as usize)?;
-    if staged::must_stage(blocking) {
-        // A write larger than a batch is sent at once and would wait in
-        // the backend for a user event: it goes through a staging buffer.
-        let staged = Staged {
-            queue: queue.handle(),
-            context: &queue.context,
-            mem: mem.handle(),
-            offset: 0,
-            wait,
-            event: new_event.handle(),
-        };
-        staged.write_image(origin, region, host_rows(region, &layout), host)?;
-        new_event.publish(&queue);
-        return Ok(());
-    }
-    let target = Target::Queue {
-        queue: queue.handle(),
-        wait,
-        event: new_event.handle(),
-        blocking: blocking != CL_FALSE,
-    };
-    move_pixels(
-        &mem,
-        desc,
-        &target,
-        origin,
-        region,
-        Host::From(host),
-        layout,
-    )?;
+    // Non-blocking reads complete early too (allowed: the data is simply
+    // there sooner).
+    let complete_on_return = matches!(host, Host::Into(_)) || blocking != CL_FALSE;
+    let target = Target::on(&queue, wait, new_event.handle(), complete_on_return);
+    move_pixels(&mem, desc, &target, origin, region, host, layout)?;
     new_event.publish(&queue);
     finish_blocking(blocking)
 }
@@ -201,10 +135,7 @@ fn enqueue_copy_image(
     event: *mut cl_event,
 ) -> ClResult<()> {
     let (queue, src) = queue_and_mem(queue, src)?;
-    let dst = Cl::<Mem>::get(dst)?;
-    if !Arc::ptr_eq(&queue.context, &dst.context) {
-        return Err(CL_INVALID_CONTEXT);
-    }
+    let dst = mem_in_context_of(&queue, dst)?;
     let (si, di) = (image_of(&src)?, image_of(&dst)?);
     // CL_IMAGE_FORMAT_MISMATCH if the images do not use the same format.
     if (
@@ -231,9 +162,7 @@ fn enqueue_copy_image(
         wait,
         event: new_event.handle(),
     };
-    platform::client()?.defer(copy.into()).map_err(|s| s.0)?;
-    new_event.publish(&queue);
-    Ok(())
+    new_event.submit(&queue, copy.into())
 }
 
 /// The buffer of an image ⇄ buffer copy: CL_INVALID_MEM_OBJECT for an
@@ -244,10 +173,7 @@ fn copy_buffer(
     offset: usize,
     len: u64,
 ) -> ClResult<Arc<Cl<Mem>>> {
-    let buffer = Cl::<Mem>::get(buffer)?;
-    if !Arc::ptr_eq(&queue.context, &buffer.context) {
-        return Err(CL_INVALID_CONTEXT);
-    }
+    let buffer = mem_in_context_of(queue, buffer)?;
     if buffer.image.is_some() {
         return Err(CL_INVALID_MEM_OBJECT);
     }
@@ -255,6 +181,48 @@ fn copy_buffer(
         return Err(CL_INVALID_VALUE);
     }
     Ok(buffer)
+}
+
+/// The checked parts of an image ⇄ buffer copy.
+struct ImageBufferCopy {
+    queue: Arc<Cl<Queue>>,
+    image: Arc<Cl<Mem>>,
+    buffer: Arc<Cl<Mem>>,
+    origin: [u64; 3],
+    region: [u64; 3],
+    wait: Vec<u64>,
+    new_event: NewEvent,
+}
+
+/// `clEnqueueCopyImageToBuffer` and `clEnqueueCopyBufferToImage` check
+/// the same things; they differ in the message they send.
+fn image_buffer_copy(
+    queue: cl_command_queue,
+    image: cl_mem,
+    buffer: cl_mem,
+    origin: *const usize,
+    region: *const usize,
+    offset: usize,
+    (num_events, events): (cl_uint, *const cl_event),
+    event: *mut cl_event,
+    command: cl_command_type,
+) -> ClResult<ImageBufferCopy> {
+    let (queue, image) = queue_and_mem(queue, image)?;
+    let desc = image_of(&image)?;
+    let (origin, region) = origin_region(desc, origin, region)?;
+    let len = img::packed_len(region, desc.elem).ok_or(CL_INVALID_VALUE)?;
+    let buffer = copy_buffer(&queue, buffer, offset, len)?;
+    let wait = wait_list(&queue, num_events, events)?;
+    let new_event = NewEvent::new(event, command)?;
+    Ok(ImageBufferCopy {
+        queue,
+        image,
+        buffer,
+        origin,
+        region,
+        wait,
+        new_event,
+    })
 }
 
 fn enqueue_copy_image_to_buffer(
@@ -268,26 +236,22 @@ fn enqueue_copy_image_to_buffer(
     events: *const cl_event,
     event: *mut cl_event,
 ) -> ClResult<()> {
-    let (queue, src) = queue_and_mem(queue, src)?;
-    let image = image_of(&src)?;
-    let (src_origin, region) = origin_region(image, src_origin, region)?;
-    let len = img::packed_len(region, image.elem).ok_or(CL_INVALID_VALUE)?;
-    let dst = copy_buffer(&queue, dst, dst_offset, len)?;
-    let wait = wait_list(&queue, num_events, events)?;
-    let new_event = NewEvent::new(event, CL_COMMAND_COPY_IMAGE_TO_BUFFER)?;
+    let wait = (num_events, events);
+    let command = CL_COMMAND_COPY_IMAGE_TO_BUFFER;
+    let c = image_buffer_copy(
+        queue, src, dst, src_origin, region, dst_offset, wait, event, command,
+    )?;
     let copy = EnqueueCopyImageToBuffer {
-        queue: queue.handle(),
-        src: src.handle(),
-        dst: dst.handle(),
-        src_origin,
-        region,
+        queue: c.queue.handle(),
+        src: c.image.handle(),
+        dst: c.buffer.handle(),
+        src_origin: c.origin,
+        region: c.region,
         dst_offset: dst_offset as u64,
-        wait,
-        event: new_event.handle(),
+        wait: c.wait,
+        event: c.new_event.handle(),
     };
-    platform::client()?.defer(copy.into()).map_err(|s| s.0)?;
-    new_event.publish(&queue);
-    Ok(())
+    c.new_event.submit(&c.queue, copy.into())
 }
 
 fn enqueue_copy_buffer_to_image(
@@ -301,26 +265,22 @@ fn enqueue_copy_buffer_to_image(
     events: *const cl_event,
     event: *mut cl_event,
 ) -> ClResult<()> {
-    let (queue, dst) = queue_and_mem(queue, dst)?;
-    let image = image_of(&dst)?;
-    let (dst_origin, region) = origin_region(image, dst_origin, region)?;
-    let len = img::packed_len(region, image.elem).ok_or(CL_INVALID_VALUE)?;
-    let src = copy_buffer(&queue, src, src_offset, len)?;
-    let wait = wait_list(&queue, num_events, events)?;
-    let new_event = NewEvent::new(event, CL_COMMAND_COPY_BUFFER_TO_IMAGE)?;
+    let wait = (num_events, events);
+    let command = CL_COMMAND_COPY_BUFFER_TO_IMAGE;
+    let c = image_buffer_copy(
+        queue, dst, src, dst_origin, region, src_offset, wait, event, command,
+    )?;
     let copy = EnqueueCopyBufferToImage {
-        queue: queue.handle(),
-        src: src.handle(),
-        dst: dst.handle(),
+        queue: c.queue.handle(),
+        src: c.buffer.handle(),
+        dst: c.image.handle(),
         src_offset: src_offset as u64,
-        dst_origin,
-        region,
-        wait,
-        event: new_event.handle(),
+        dst_origin: c.origin,
+        region: c.region,
+        wait: c.wait,
+        event: c.new_event.handle(),
     };
-    platform::client()?.defer(copy.into()).map_err(|s| s.0)?;
-    new_event.publish(&queue);
-    Ok(())
+    c.new_event.submit(&c.queue, copy.into())
 }
 
 fn enqueue_fill_image(
@@ -351,9 +311,7 @@ fn enqueue_fill_image(
         wait,
         event: new_event.handle(),
     };
-    platform::client()?.defer(fill.into()).map_err(|s| s.0)?;
-    new_event.publish(&queue);
-    Ok(())
+    new_event.submit(&queue, fill.into())
 }
 
 const MAP_FLAGS: cl_map_flags = CL_MAP_READ | CL_MAP_WRITE | CL_MAP_WRITE_INVALIDATE_REGION;
@@ -411,14 +369,7 @@ fn enqueue_map_image(
         // It may wait for a user event: it must not wait in the backend.
         // The area (or the application's memory) stays until the unmap,
         // which drops the read if it comes first.
-        let staged = Staged {
-            queue: queue.handle(),
-            context: &queue.context,
-            mem: mem.handle(),
-            offset: 0,
-            wait,
-            event: new_event.handle(),
-        };
+        let staged = Staged::new(&queue, &mem, 0, wait, new_event.handle());
         staged.read_image(
             origin,
             region,
@@ -431,12 +382,7 @@ fn enqueue_map_image(
         // bytes, or the application's USE_HOST_PTR memory, which the spec
         // requires to hold the whole image with its pitches.
         let host = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, extent) };
-        let target = Target::Queue {
-            queue: queue.handle(),
-            wait,
-            event: new_event.handle(),
-            blocking: true,
-        };
+        let target = Target::on(&queue, wait, new_event.handle(), true);
         move_pixels(
             &mem,
             desc,
@@ -499,12 +445,7 @@ pub(crate) fn unmap_image(
         // until the blocking write below has copied them.
         let host =
             unsafe { std::slice::from_raw_parts(mapping.ptr as *const u8, mapping.size as usize) };
-        let target = Target::Queue {
-            queue: queue.handle(),
-            wait,
-            event: new_event.handle(),
-            blocking: true,
-        };
+        let target = Target::on(queue, wait, new_event.handle(), true);
         move_pixels(
             mem,
             desc,

@@ -109,23 +109,10 @@ fn enqueue_map_buffer(
             // It may wait for a user event: it must not wait in the
             // backend. The mapping's memory outlives the read: the
             // application may unmap only after the map's event completes.
-            let staged = Staged {
-                queue: queue.handle(),
-                context: &queue.context,
-                mem: mem.handle(),
-                offset,
-                wait,
-                event: new_event.handle(),
-            };
+            let staged = Staged::new(&queue, &mem, offset, wait, new_event.handle());
             staged.read(target.as_mut_ptr(), size as usize)?;
         } else {
-            let transfer = Transfer {
-                queue: queue.handle(),
-                mem: mem.handle(),
-                offset,
-                wait,
-                event: new_event.handle(),
-            };
+            let transfer = Transfer::new(&queue, &mem, offset, wait, new_event.handle());
             transfer.read(target)?;
         }
     } else {
@@ -188,13 +175,7 @@ fn enqueue_unmap_mem_object(
             },
             None => host_region(&mem, mapping.offset, mapping.size)?,
         };
-        let transfer = Transfer {
-            queue: queue.handle(),
-            mem: mem.handle(),
-            offset: mapping.offset,
-            wait,
-            event: new_event.handle(),
-        };
+        let transfer = Transfer::new(&queue, &mem, mapping.offset, wait, new_event.handle());
         // Blocking: the area is freed right after.
         transfer.write(source, true)?;
     } else {

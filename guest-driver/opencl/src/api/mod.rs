@@ -11,6 +11,7 @@ pub mod device;
 pub mod enqueue;
 mod entry;
 pub mod event;
+mod host_ptr;
 pub mod icd;
 pub mod image;
 pub mod image_enqueue;

@@ -12,9 +12,11 @@ use vgpu_protocol::messages::{
     EnqueueCopyBufferRect, EnqueueReadBufferRect, EnqueueWriteBufferRect,
 };
 use vgpu_protocol::{DataRef, Request};
+use vgpu_transport::Client;
 
 use crate::api::entry::status_entry;
-use crate::api::transfer::{finish_blocking, queue_and_mem};
+use crate::api::host_ptr::HostPtr;
+use crate::api::transfer::{finish_blocking, mem_in_context_of, queue_and_mem};
 use crate::api::util::{bytes, bytes_mut, triple, wait_list, NewEvent};
 use crate::core::memory::Mem;
 use crate::core::object::{Cl, ClResult};
@@ -22,8 +24,8 @@ use crate::core::platform;
 use crate::core::rect::{check_region, overlap, pieces, Layout, Piece};
 
 status_entry! {
-    fn clEnqueueReadBufferRect(command_queue: cl_command_queue, buffer: cl_mem, blocking_read: cl_bool, buffer_origin: *const usize, host_origin: *const usize, region: *const usize, buffer_row_pitch: usize, buffer_slice_pitch: usize, host_row_pitch: usize, host_slice_pitch: usize, ptr: *mut c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_read_buffer_rect;
-    fn clEnqueueWriteBufferRect(command_queue: cl_command_queue, buffer: cl_mem, blocking_write: cl_bool, buffer_origin: *const usize, host_origin: *const usize, region: *const usize, buffer_row_pitch: usize, buffer_slice_pitch: usize, host_row_pitch: usize, host_slice_pitch: usize, ptr: *const c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_write_buffer_rect;
+    fn clEnqueueReadBufferRect(command_queue: cl_command_queue, buffer: cl_mem, blocking_read: cl_bool, buffer_origin: *const usize, host_origin: *const usize, region: *const usize, buffer_row_pitch: usize, buffer_slice_pitch: usize, host_row_pitch: usize, host_slice_pitch: usize, ptr: *mut c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => read_or_write_rect;
+    fn clEnqueueWriteBufferRect(command_queue: cl_command_queue, buffer: cl_mem, blocking_write: cl_bool, buffer_origin: *const usize, host_origin: *const usize, region: *const usize, buffer_row_pitch: usize, buffer_slice_pitch: usize, host_row_pitch: usize, host_slice_pitch: usize, ptr: *const c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => read_or_write_rect;
     fn clEnqueueCopyBufferRect(command_queue: cl_command_queue, src_buffer: cl_mem, dst_buffer: cl_mem, src_origin: *const usize, dst_origin: *const usize, region: *const usize, src_row_pitch: usize, src_slice_pitch: usize, dst_row_pitch: usize, dst_slice_pitch: usize, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_copy_buffer_rect;
 }
 
@@ -86,7 +88,9 @@ fn unsplittable(start: u64) -> bool {
     start != 0
 }
 
-fn enqueue_read_buffer_rect(
+/// `clEnqueueReadBufferRect` and `clEnqueueWriteBufferRect`: the same
+/// checks, then the pieces go one way or the other.
+fn read_or_write_rect(
     queue: cl_command_queue,
     buffer: cl_mem,
     blocking: cl_bool,
@@ -97,11 +101,12 @@ fn enqueue_read_buffer_rect(
     bsp: usize,
     hrp: usize,
     hsp: usize,
-    ptr: *mut c_void,
+    ptr: impl Into<HostPtr>,
     num_events: cl_uint,
     events: *const cl_event,
     event: *mut cl_event,
 ) -> ClResult<()> {
+    let ptr = ptr.into();
     let (queue, mem) = queue_and_mem(queue, buffer)?;
     let rect = host_rect(
         &mem,
@@ -114,136 +119,167 @@ fn enqueue_read_buffer_rect(
         hrp,
         hsp,
     )?;
-    let wait = wait_list(&queue, num_events, events)?;
-    if !mem.host_readable() {
-        return Err(CL_INVALID_OPERATION);
-    }
-    let new_event = NewEvent::new(event, CL_COMMAND_READ_BUFFER_RECT)?;
+    let commands = [CL_COMMAND_READ_BUFFER_RECT, CL_COMMAND_WRITE_BUFFER_RECT];
+    let (wait, new_event) =
+        ptr.wait_and_event(&queue, &mem, (num_events, events), event, commands)?;
     let client = platform::client()?;
     let (_, host_end) = rect.host.extent(rect.region)?;
-    let host = bytes_mut(ptr, host_end as usize)?;
-    let list = pieces(rect.region, &rect.host, PIECE_LIMIT);
-    for (i, p) in list.iter().enumerate() {
-        let (buffer_origin, start, end) = rect.piece(p)?;
-        let last = i + 1 == list.len();
-        // A transport may write back the whole data range, so bytes between
-        // the rows must not be part of it: rows with gaps are read packed
-        // and placed here (one more copy, in this library).
-        let packed = Layout::new([0; 3], p.size, 0, 0)?;
-        let contiguous = (p.size[1] == 1 || rect.host.row_pitch == packed.row_pitch)
-            && (p.size[2] == 1 || rect.host.slice_pitch == packed.slice_pitch);
-        let (layout, mut staging) = if contiguous {
-            (rect.host, Vec::new())
-        } else {
-            (
-                packed,
-                vec![0u8; (p.size[0] * p.size[1] * p.size[2]) as usize],
-            )
-        };
-        let target: &mut [u8] = if contiguous {
-            &mut host[start as usize..end as usize]
-        } else {
-            &mut staging
-        };
-        client
-            .call_with_in(target, |data: DataRef, chunk: u64| -> Request {
-                EnqueueReadBufferRect {
-                    queue: queue.handle(),
-                    mem: if unsplittable(chunk) { 0 } else { mem.handle() },
-                    buffer_origin,
-                    host_origin: [0, 0, 0],
-                    region: p.size,
-                    buffer_row_pitch: rect.buffer.row_pitch,
-                    buffer_slice_pitch: rect.buffer.slice_pitch,
-                    host_row_pitch: layout.row_pitch,
-                    host_slice_pitch: layout.slice_pitch,
-                    data,
-                    wait: if i == 0 { wait.clone() } else { Vec::new() },
-                    event: if last { new_event.handle() } else { 0 },
-                }
-                .into()
-            })
-            .map_err(|s| s.0)?;
-        if !contiguous {
-            let row = p.size[0] as usize;
-            for (n, chunk) in staging.chunks_exact(row).enumerate() {
-                let (y, z) = (n as u64 % p.size[1], n as u64 / p.size[1]);
-                let at = rect.host.offset([p.at[0], p.at[1] + y, p.at[2] + z])? as usize;
-                host[at..at + row].copy_from_slice(chunk);
-            }
+    let command = RectCommand {
+        queue: queue.handle(),
+        mem: mem.handle(),
+        rect: &rect,
+        wait,
+        event: new_event.handle(),
+    };
+    match ptr {
+        HostPtr::Into(ptr) => command.read(client, bytes_mut(ptr, host_end as usize)?)?,
+        HostPtr::From(ptr) => {
+            command.write(client, bytes(ptr, host_end as usize)?, blocking != CL_FALSE)?
         }
     }
     new_event.publish(&queue);
     finish_blocking(blocking)
 }
 
-fn enqueue_write_buffer_rect(
-    queue: cl_command_queue,
-    buffer: cl_mem,
-    blocking: cl_bool,
-    buffer_origin: *const usize,
-    host_origin: *const usize,
-    region: *const usize,
-    brp: usize,
-    bsp: usize,
-    hrp: usize,
-    hsp: usize,
-    ptr: *const c_void,
-    num_events: cl_uint,
-    events: *const cl_event,
-    event: *mut cl_event,
-) -> ClResult<()> {
-    let (queue, mem) = queue_and_mem(queue, buffer)?;
-    let rect = host_rect(
-        &mem,
-        ptr.is_null(),
-        buffer_origin,
-        host_origin,
-        region,
-        brp,
-        bsp,
-        hrp,
-        hsp,
-    )?;
-    let wait = wait_list(&queue, num_events, events)?;
-    if !mem.host_writable() {
-        return Err(CL_INVALID_OPERATION);
+/// A checked host ⇄ buffer rectangle command, ready to send in pieces.
+struct RectCommand<'a> {
+    queue: u64,
+    mem: u64,
+    rect: &'a HostRect,
+    /// Sent with the first piece.
+    wait: Vec<u64>,
+    /// Sent with the last piece (0: none).
+    event: u64,
+}
+
+/// What a piece's read and write messages both carry, but its data.
+struct PieceFields {
+    queue: u64,
+    mem: u64,
+    buffer_origin: [u64; 3],
+    region: [u64; 3],
+    buffer: Layout,
+    host: Layout,
+    wait: Vec<u64>,
+    event: u64,
+}
+
+/// A piece's `EnqueueReadBufferRect` or `EnqueueWriteBufferRect`: two
+/// messages with the same fields.
+macro_rules! piece_message {
+    ($message:ident, $fields:expr, $data:expr) => {{
+        let f: PieceFields = $fields;
+        $message {
+            queue: f.queue,
+            mem: f.mem,
+            buffer_origin: f.buffer_origin,
+            host_origin: [0, 0, 0],
+            region: f.region,
+            buffer_row_pitch: f.buffer.row_pitch,
+            buffer_slice_pitch: f.buffer.slice_pitch,
+            host_row_pitch: f.host.row_pitch,
+            host_slice_pitch: f.host.slice_pitch,
+            data: $data,
+            wait: f.wait,
+            event: f.event,
+        }
+        .into()
+    }};
+}
+
+impl RectCommand<'_> {
+    /// The fields of piece `i` (of `pieces`, at `buffer_origin` with
+    /// `host` its data's geometry) for the transport's chunk at `chunk`:
+    /// the wait list goes with the first piece, the event with the last.
+    fn piece_fields(
+        &self,
+        (i, pieces): (usize, usize),
+        buffer_origin: [u64; 3],
+        region: [u64; 3],
+        host: Layout,
+        chunk: u64,
+    ) -> PieceFields {
+        PieceFields {
+            queue: self.queue,
+            mem: if unsplittable(chunk) { 0 } else { self.mem },
+            buffer_origin,
+            region,
+            buffer: self.rect.buffer,
+            host,
+            wait: if i == 0 {
+                self.wait.clone()
+            } else {
+                Vec::new()
+            },
+            event: if i + 1 == pieces { self.event } else { 0 },
+        }
     }
-    let new_event = NewEvent::new(event, CL_COMMAND_WRITE_BUFFER_RECT)?;
-    let client = platform::client()?;
-    let (_, host_end) = rect.host.extent(rect.region)?;
-    let host = bytes(ptr, host_end as usize)?;
-    let list = pieces(rect.region, &rect.host, PIECE_LIMIT);
-    for (i, p) in list.iter().enumerate() {
-        let (buffer_origin, start, end) = rect.piece(p)?;
-        let last = i + 1 == list.len();
-        let make = |data: DataRef, chunk: u64| -> Request {
-            EnqueueWriteBufferRect {
-                queue: queue.handle(),
-                mem: if unsplittable(chunk) { 0 } else { mem.handle() },
-                buffer_origin,
-                host_origin: [0, 0, 0],
-                region: p.size,
-                buffer_row_pitch: rect.buffer.row_pitch,
-                buffer_slice_pitch: rect.buffer.slice_pitch,
-                host_row_pitch: rect.host.row_pitch,
-                host_slice_pitch: rect.host.slice_pitch,
-                data,
-                wait: if i == 0 { wait.clone() } else { Vec::new() },
-                event: if last { new_event.handle() } else { 0 },
+
+    /// The buffer's rectangle into `host`, complete on return.
+    fn read(&self, client: &Client, host: &mut [u8]) -> ClResult<()> {
+        let rect = self.rect;
+        let list = pieces(rect.region, &rect.host, PIECE_LIMIT);
+        for (i, p) in list.iter().enumerate() {
+            let (buffer_origin, start, end) = rect.piece(p)?;
+            let n = (i, list.len());
+            // A transport may write back the whole data range, so bytes
+            // between the rows must not be part of it: rows with gaps are
+            // read packed and placed here (one more copy, in this library).
+            let packed = Layout::new([0; 3], p.size, 0, 0)?;
+            let contiguous = (p.size[1] == 1 || rect.host.row_pitch == packed.row_pitch)
+                && (p.size[2] == 1 || rect.host.slice_pitch == packed.slice_pitch);
+            let (layout, mut staging) = if contiguous {
+                (rect.host, Vec::new())
+            } else {
+                (
+                    packed,
+                    vec![0u8; (p.size[0] * p.size[1] * p.size[2]) as usize],
+                )
+            };
+            let target: &mut [u8] = if contiguous {
+                &mut host[start as usize..end as usize]
+            } else {
+                &mut staging
+            };
+            client
+                .call_with_in(target, |data: DataRef, chunk: u64| -> Request {
+                    let fields = self.piece_fields(n, buffer_origin, p.size, layout, chunk);
+                    piece_message!(EnqueueReadBufferRect, fields, data)
+                })
+                .map_err(|s| s.0)?;
+            if !contiguous {
+                let row = p.size[0] as usize;
+                for (n, chunk) in staging.chunks_exact(row).enumerate() {
+                    let (y, z) = (n as u64 % p.size[1], n as u64 / p.size[1]);
+                    let at = rect.host.offset([p.at[0], p.at[1] + y, p.at[2] + z])? as usize;
+                    host[at..at + row].copy_from_slice(chunk);
+                }
             }
-            .into()
-        };
-        let data = &host[start as usize..end as usize];
-        let result = if blocking != CL_FALSE {
-            client.call_with_out(data, make).map(drop)
-        } else {
-            client.defer_with_out(data, make)
-        };
-        result.map_err(|s| s.0)?;
+        }
+        Ok(())
     }
-    new_event.publish(&queue);
-    finish_blocking(blocking)
+
+    /// `host` into the buffer's rectangle; batched unless `blocking`.
+    fn write(&self, client: &Client, host: &[u8], blocking: bool) -> ClResult<()> {
+        let rect = self.rect;
+        let list = pieces(rect.region, &rect.host, PIECE_LIMIT);
+        for (i, p) in list.iter().enumerate() {
+            let (buffer_origin, start, end) = rect.piece(p)?;
+            let n = (i, list.len());
+            let make = |data: DataRef, chunk: u64| -> Request {
+                let fields = self.piece_fields(n, buffer_origin, p.size, rect.host, chunk);
+                piece_message!(EnqueueWriteBufferRect, fields, data)
+            };
+            let data = &host[start as usize..end as usize];
+            let result = if blocking {
+                client.call_with_out(data, make).map(drop)
+            } else {
+                client.defer_with_out(data, make)
+            };
+            result.map_err(|s| s.0)?;
+        }
+        Ok(())
+    }
 }
 
 fn enqueue_copy_buffer_rect(
@@ -262,10 +298,7 @@ fn enqueue_copy_buffer_rect(
     event: *mut cl_event,
 ) -> ClResult<()> {
     let (queue, src) = queue_and_mem(queue, src)?;
-    let dst = Cl::<Mem>::get(dst)?;
-    if !std::sync::Arc::ptr_eq(&queue.context, &dst.context) {
-        return Err(CL_INVALID_CONTEXT);
-    }
+    let dst = mem_in_context_of(&queue, dst)?;
     let region = triple(region)?;
     check_region(region)?;
     let src_layout = Layout::new(triple(src_origin)?, region, srp as u64, ssp as u64)?;
@@ -299,7 +332,5 @@ fn enqueue_copy_buffer_rect(
         wait,
         event: new_event.handle(),
     };
-    platform::client()?.defer(copy.into()).map_err(|s| s.0)?;
-    new_event.publish(&queue);
-    Ok(())
+    new_event.submit(&queue, copy.into())
 }

@@ -16,7 +16,7 @@ use vgpu_protocol::messages::{
     CreateSvmBuffer, EnqueueMarker, EnqueueSvmCopy, EnqueueSvmFill, EnqueueSvmRead,
     EnqueueSvmWrite, SetKernelArg, SetKernelExecSvm, SvmAlloc, SvmFree,
 };
-use vgpu_protocol::{ArgKind, Request};
+use vgpu_protocol::{ArgKind, DataRef, Request};
 
 use crate::api::entry::status_entry;
 use crate::api::transfer::finish_blocking;
@@ -25,6 +25,7 @@ use crate::core::context::Context;
 use crate::core::kernel::Kernel;
 use crate::core::memory::Mem;
 use crate::core::object::{Cl, ClResult, RawPtr};
+use crate::core::pixels::Host;
 use crate::core::platform;
 use crate::core::queue::Queue;
 use crate::core::svm::{self, Lookup, Region, PAGE};
@@ -204,57 +205,51 @@ fn marker(queue: &Arc<Cl<Queue>>, wait: Vec<u64>, new_event: NewEvent) -> ClResu
         wait,
         event: new_event.handle(),
     };
-    platform::client()?.defer(marker.into()).map_err(|s| s.0)?;
-    new_event.publish(queue);
-    Ok(())
+    new_event.submit(queue, marker.into())
 }
 
-/// Device SVM at `ptr` into `buf`; complete on return.
-fn read_svm(
-    queue: &Cl<Queue>,
-    ptr: usize,
-    buf: &mut [u8],
-    wait: Vec<u64>,
-    event: u64,
-) -> ClResult<()> {
-    let total = buf.len() as u64;
-    platform::client()?
-        .call_with_in(buf, |data, start| -> Request {
+/// Moves bytes between `host` and device SVM at `ptr` (a read `Into`
+/// `host`, a write `From` it); complete on return.
+fn move_svm(queue: &Cl<Queue>, ptr: usize, host: Host, wait: Vec<u64>, event: u64) -> ClResult<()> {
+    let total = match &host {
+        Host::Into(buf) => buf.len(),
+        Host::From(bytes) => bytes.len(),
+    } as u64;
+    let queue = queue.handle();
+    // A chunk's device address, and the event on the last chunk only.
+    let at = |data: DataRef, start: u64| {
+        let last = start + data.len >= total;
+        (ptr as u64 + start, if last { event } else { 0 })
+    };
+    let client = platform::client()?;
+    match host {
+        Host::Into(buf) => client.call_with_in(buf, |data, start| -> Request {
+            let (ptr, event) = at(data, start);
+            let wait = wait.clone();
             EnqueueSvmRead {
-                queue: queue.handle(),
-                ptr: ptr as u64 + start,
+                queue,
+                ptr,
                 data,
-                wait: wait.clone(),
-                event: if start + data.len >= total { event } else { 0 },
+                wait,
+                event,
             }
             .into()
-        })
-        .map(drop)
-        .map_err(|s| s.0)
-}
-
-/// `bytes` to device SVM at `ptr`; complete on return.
-fn write_svm(
-    queue: &Cl<Queue>,
-    ptr: usize,
-    bytes: &[u8],
-    wait: Vec<u64>,
-    event: u64,
-) -> ClResult<()> {
-    let total = bytes.len() as u64;
-    platform::client()?
-        .call_with_out(bytes, |data, start| -> Request {
+        }),
+        Host::From(bytes) => client.call_with_out(bytes, |data, start| -> Request {
+            let (ptr, event) = at(data, start);
+            let wait = wait.clone();
             EnqueueSvmWrite {
-                queue: queue.handle(),
-                ptr: ptr as u64 + start,
+                queue,
+                ptr,
                 data,
-                wait: wait.clone(),
-                event: if start + data.len >= total { event } else { 0 },
+                wait,
+                event,
             }
             .into()
-        })
-        .map(drop)
-        .map_err(|s| s.0)
+        }),
+    }
+    .map(drop)
+    .map_err(|s| s.0)
 }
 
 fn enqueue_svm_free(
@@ -335,8 +330,14 @@ fn enqueue_svm_memcpy(
                 client.defer(copy.into()).map_err(|s| s.0)?;
             }
         }
-        (Some(_), None) => write_svm(&queue, d, bytes(src, size)?, wait, new_event.handle())?,
-        (None, Some(_)) => read_svm(&queue, s, bytes_mut(dst, size)?, wait, new_event.handle())?,
+        (Some(_), None) => {
+            let host = Host::From(bytes(src, size)?);
+            move_svm(&queue, d, host, wait, new_event.handle())?
+        }
+        (None, Some(_)) => {
+            let host = Host::Into(bytes_mut(dst, size)?);
+            move_svm(&queue, s, host, wait, new_event.handle())?
+        }
         (None, None) => {
             // Host to host, in queue order.
             marker(&queue, wait, new_event)?;
@@ -387,9 +388,7 @@ fn enqueue_svm_mem_fill(
         wait,
         event: new_event.handle(),
     };
-    platform::client()?.defer(fill.into()).map_err(|s| s.0)?;
-    new_event.publish(&queue);
-    Ok(())
+    new_event.submit(&queue, fill.into())
 }
 
 fn enqueue_svm_map(
@@ -420,13 +419,8 @@ fn enqueue_svm_map(
     let new_event = NewEvent::new(event, CL_COMMAND_SVM_MAP)?;
     // Maps complete at once (allowed for non-blocking ones too): the
     // device copy is read into our copy at the same address.
-    read_svm(
-        &queue,
-        ptr as usize,
-        bytes_mut(ptr, size)?,
-        wait,
-        new_event.handle(),
-    )?;
+    let host = Host::Into(bytes_mut(ptr, size)?);
+    move_svm(&queue, ptr as usize, host, wait, new_event.handle())?;
     let writes = flags & (CL_MAP_WRITE | CL_MAP_WRITE_INVALIDATE_REGION) != 0;
     if let Some(region) = svm::regions().get_mut(&start) {
         region.maps.push((ptr as usize, size, writes));
@@ -458,13 +452,8 @@ fn enqueue_svm_unmap(
     });
     match map {
         Some((_, size, true)) => {
-            write_svm(
-                &queue,
-                ptr as usize,
-                bytes(ptr, size)?,
-                wait,
-                new_event.handle(),
-            )?;
+            let host = Host::From(bytes(ptr, size)?);
+            move_svm(&queue, ptr as usize, host, wait, new_event.handle())?;
             new_event.publish(&queue);
             Ok(())
         }

@@ -7,10 +7,10 @@ use opencl_sys::*;
 use vgpu_protocol::messages::{EnqueueCopyBuffer, EnqueueFillBuffer};
 
 use crate::api::entry::status_entry;
+use crate::api::host_ptr::HostPtr;
 use crate::api::util::{bytes, bytes_mut, wait_list, NewEvent};
 use crate::core::memory::Mem;
 use crate::core::object::{Cl, ClResult};
-use crate::core::platform;
 use crate::core::queue::Queue;
 use crate::core::staged::{self, Staged};
 use crate::core::sync;
@@ -21,8 +21,8 @@ const SMALL_WRITE: usize = 64 << 10;
 use crate::core::transfer::Transfer;
 
 status_entry! {
-    fn clEnqueueReadBuffer(command_queue: cl_command_queue, buffer: cl_mem, blocking_read: cl_bool, offset: usize, size: usize, ptr: *mut c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_read_buffer;
-    fn clEnqueueWriteBuffer(command_queue: cl_command_queue, buffer: cl_mem, blocking_write: cl_bool, offset: usize, size: usize, ptr: *const c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_write_buffer;
+    fn clEnqueueReadBuffer(command_queue: cl_command_queue, buffer: cl_mem, blocking_read: cl_bool, offset: usize, size: usize, ptr: *mut c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => read_or_write_buffer;
+    fn clEnqueueWriteBuffer(command_queue: cl_command_queue, buffer: cl_mem, blocking_write: cl_bool, offset: usize, size: usize, ptr: *const c_void, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => read_or_write_buffer;
     fn clEnqueueCopyBuffer(command_queue: cl_command_queue, src_buffer: cl_mem, dst_buffer: cl_mem, src_offset: usize, dst_offset: usize, size: usize, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_copy_buffer;
     fn clEnqueueFillBuffer(command_queue: cl_command_queue, buffer: cl_mem, pattern: *const c_void, pattern_size: usize, offset: usize, size: usize, num_events_in_wait_list: cl_uint, event_wait_list: *const cl_event, event: *mut cl_event) => enqueue_fill_buffer;
 }
@@ -35,11 +35,18 @@ pub(crate) type QueueAndMem = (Arc<Cl<Queue>>, Arc<Cl<Mem>>);
 /// with command_queue and buffer are not the same.
 pub(crate) fn queue_and_mem(queue: cl_command_queue, mem: cl_mem) -> ClResult<QueueAndMem> {
     let queue = Cl::<Queue>::get(queue)?;
+    let mem = mem_in_context_of(&queue, mem)?;
+    Ok((queue, mem))
+}
+
+/// A memory object of a command on `queue`: CL_INVALID_MEM_OBJECT, and
+/// CL_INVALID_CONTEXT if it belongs to another context than the queue.
+pub(crate) fn mem_in_context_of(queue: &Cl<Queue>, mem: cl_mem) -> ClResult<Arc<Cl<Mem>>> {
     let mem = Cl::<Mem>::get(mem)?;
     if !Arc::ptr_eq(&queue.context, &mem.context) {
         return Err(CL_INVALID_CONTEXT);
     }
-    Ok((queue, mem))
+    Ok(mem)
 }
 
 /// A blocking command is a synchronization point: earlier deferred errors
@@ -55,106 +62,59 @@ pub(crate) fn finish_blocking(blocking: cl_bool) -> ClResult<()> {
     }
 }
 
-fn enqueue_read_buffer(
+/// `clEnqueueReadBuffer` and `clEnqueueWriteBuffer`, which differ only in
+/// the direction the bytes go.
+fn read_or_write_buffer(
     queue: cl_command_queue,
     buffer: cl_mem,
     blocking: cl_bool,
     offset: usize,
     size: usize,
-    ptr: *mut c_void,
+    ptr: impl Into<HostPtr>,
     num_events: cl_uint,
     events: *const cl_event,
     event: *mut cl_event,
 ) -> ClResult<()> {
+    let ptr = ptr.into();
     let (queue, mem) = queue_and_mem(queue, buffer)?;
-    // CL_INVALID_VALUE if the region being read specified by (offset, size)
-    // is out of bounds or if ptr is a NULL value.
+    // CL_INVALID_VALUE if the region being read or written specified by
+    // (offset, size) is out of bounds or if ptr is a NULL value.
     if ptr.is_null() || size == 0 || !mem.contains(offset as u64, size as u64) {
         return Err(CL_INVALID_VALUE);
     }
-    let wait = wait_list(&queue, num_events, events)?;
-    // CL_INVALID_OPERATION if called on a buffer created with
-    // CL_MEM_HOST_WRITE_ONLY or CL_MEM_HOST_NO_ACCESS.
-    if !mem.host_readable() {
-        return Err(CL_INVALID_OPERATION);
+    let commands = [CL_COMMAND_READ_BUFFER, CL_COMMAND_WRITE_BUFFER];
+    let (wait, new_event) =
+        ptr.wait_and_event(&queue, &mem, (num_events, events), event, commands)?;
+    let offset = offset as u64;
+    match ptr {
+        HostPtr::Into(ptr) => {
+            let target = bytes_mut(ptr, size)?;
+            if staged::must_stage(blocking) {
+                // It may wait for a user event: it must not wait in the
+                // backend.
+                let staged = Staged::new(&queue, &mem, offset, wait, new_event.handle());
+                staged.read(target.as_mut_ptr(), size)?;
+                staged::keep(new_event.publish(&queue));
+                return Ok(());
+            }
+            // Non-blocking reads complete early too (allowed: the data is
+            // simply there sooner).
+            Transfer::new(&queue, &mem, offset, wait, new_event.handle()).read(target)?;
+        }
+        HostPtr::From(ptr) => {
+            if staged::must_stage(blocking) && size > SMALL_WRITE {
+                // A large write is sent at once and would wait in the
+                // backend for a user event: it goes through a staging
+                // buffer.
+                let staged = Staged::new(&queue, &mem, offset, wait, new_event.handle());
+                staged.write(bytes(ptr, size)?)?;
+                new_event.publish(&queue);
+                return Ok(());
+            }
+            let transfer = Transfer::new(&queue, &mem, offset, wait, new_event.handle());
+            transfer.write(bytes(ptr, size)?, blocking != CL_FALSE)?;
+        }
     }
-    let new_event = NewEvent::new(event, CL_COMMAND_READ_BUFFER)?;
-    let target = bytes_mut(ptr, size)?;
-    if staged::must_stage(blocking) {
-        // It may wait for a user event: it must not wait in the backend.
-        let staged = Staged {
-            queue: queue.handle(),
-            context: &queue.context,
-            mem: mem.handle(),
-            offset: offset as u64,
-            wait,
-            event: new_event.handle(),
-        };
-        staged.read(target.as_mut_ptr(), size)?;
-        staged::keep(new_event.publish(&queue));
-        return Ok(());
-    }
-    let transfer = Transfer {
-        queue: queue.handle(),
-        mem: mem.handle(),
-        offset: offset as u64,
-        wait,
-        event: new_event.handle(),
-    };
-    // Non-blocking reads complete early too (allowed: the data is simply
-    // there sooner).
-    transfer.read(target)?;
-    new_event.publish(&queue);
-    finish_blocking(blocking)
-}
-
-fn enqueue_write_buffer(
-    queue: cl_command_queue,
-    buffer: cl_mem,
-    blocking: cl_bool,
-    offset: usize,
-    size: usize,
-    ptr: *const c_void,
-    num_events: cl_uint,
-    events: *const cl_event,
-    event: *mut cl_event,
-) -> ClResult<()> {
-    let (queue, mem) = queue_and_mem(queue, buffer)?;
-    // CL_INVALID_VALUE if the region being written specified by (offset,
-    // size) is out of bounds or if ptr is a NULL value.
-    if ptr.is_null() || size == 0 || !mem.contains(offset as u64, size as u64) {
-        return Err(CL_INVALID_VALUE);
-    }
-    let wait = wait_list(&queue, num_events, events)?;
-    // CL_INVALID_OPERATION if called on a buffer created with
-    // CL_MEM_HOST_READ_ONLY or CL_MEM_HOST_NO_ACCESS.
-    if !mem.host_writable() {
-        return Err(CL_INVALID_OPERATION);
-    }
-    let new_event = NewEvent::new(event, CL_COMMAND_WRITE_BUFFER)?;
-    if staged::must_stage(blocking) && size > SMALL_WRITE {
-        // A large write is sent at once and would wait in the backend for
-        // a user event: it goes through a staging buffer.
-        let staged = Staged {
-            queue: queue.handle(),
-            context: &queue.context,
-            mem: mem.handle(),
-            offset: offset as u64,
-            wait,
-            event: new_event.handle(),
-        };
-        staged.write(bytes(ptr, size)?)?;
-        new_event.publish(&queue);
-        return Ok(());
-    }
-    let transfer = Transfer {
-        queue: queue.handle(),
-        mem: mem.handle(),
-        offset: offset as u64,
-        wait,
-        event: new_event.handle(),
-    };
-    transfer.write(bytes(ptr, size)?, blocking != CL_FALSE)?;
     new_event.publish(&queue);
     finish_blocking(blocking)
 }
@@ -180,10 +140,7 @@ fn enqueue_copy_buffer(
     event: *mut cl_event,
 ) -> ClResult<()> {
     let (queue, src) = queue_and_mem(queue, src)?;
-    let dst = Cl::<Mem>::get(dst)?;
-    if !Arc::ptr_eq(&queue.context, &dst.context) {
-        return Err(CL_INVALID_CONTEXT);
-    }
+    let dst = mem_in_context_of(&queue, dst)?;
     let (src_offset, dst_offset, size) = (src_offset as u64, dst_offset as u64, size as u64);
     // CL_INVALID_VALUE if src_offset, dst_offset, size, src_offset + size
     // or dst_offset + size require accessing elements outside the buffers,
@@ -211,9 +168,7 @@ fn enqueue_copy_buffer(
         wait,
         event: new_event.handle(),
     };
-    platform::client()?.defer(copy.into()).map_err(|s| s.0)?;
-    new_event.publish(&queue);
-    Ok(())
+    new_event.submit(&queue, copy.into())
 }
 
 fn enqueue_fill_buffer(
@@ -251,7 +206,5 @@ fn enqueue_fill_buffer(
         wait,
         event: new_event.handle(),
     };
-    platform::client()?.defer(fill.into()).map_err(|s| s.0)?;
-    new_event.publish(&queue);
-    Ok(())
+    new_event.submit(&queue, fill.into())
 }

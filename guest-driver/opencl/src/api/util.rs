@@ -9,6 +9,7 @@ use std::ffi::{c_char, c_void, CStr};
 use std::sync::Arc;
 
 use opencl_sys::*;
+use vgpu_protocol::Request;
 
 use crate::core::event::Event;
 use crate::core::object::{Cl, ClResult};
@@ -198,6 +199,13 @@ impl NewEvent {
     /// The handle to send (0: no event).
     pub fn handle(&self) -> u64 {
         self.handle
+    }
+
+    /// Sends a batched command that carries this event, then publishes it.
+    pub fn submit(self, queue: &Arc<Cl<Queue>>, request: Request) -> ClResult<()> {
+        platform::client()?.defer(request).map_err(|s| s.0)?;
+        self.publish(queue);
+        Ok(())
     }
 
     /// Creates the event object and hands it to the application.

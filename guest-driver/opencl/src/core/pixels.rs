@@ -14,6 +14,7 @@ use crate::core::image::{HostLayout, ImageDesc};
 use crate::core::memory::Mem;
 use crate::core::object::{Cl, ClResult};
 use crate::core::platform;
+use crate::core::queue::Queue;
 use crate::core::rect::{pieces, Layout};
 
 /// Packed bytes of one message at most; well under any transport's chunk.
@@ -30,6 +31,18 @@ pub enum Target {
         event: u64,
         blocking: bool,
     },
+}
+
+impl Target {
+    /// A command on `queue`, after `wait`, carrying `event`.
+    pub fn on(queue: &Cl<Queue>, wait: Vec<u64>, event: u64, blocking: bool) -> Self {
+        Target::Queue {
+            queue: queue.handle(),
+            wait,
+            event,
+            blocking,
+        }
+    }
 }
 
 /// Application memory of a pixel move.

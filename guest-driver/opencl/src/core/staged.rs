@@ -35,8 +35,10 @@ use vgpu_protocol::{DataRef, InfoTarget, ObjectKind, Request};
 use crate::core::context::Context;
 use crate::core::event::{self, Event};
 use crate::core::info;
+use crate::core::memory::Mem;
 use crate::core::object::{Cl, ClResult, RawPtr};
 use crate::core::platform;
+use crate::core::queue::Queue;
 use crate::core::transfer::Transfer;
 
 /// A read whose data still waits in a staging buffer.
@@ -163,6 +165,26 @@ pub struct Staged<'a> {
     pub wait: Vec<u64>,
     /// The application's event handle (0: none).
     pub event: u64,
+}
+
+impl<'a> Staged<'a> {
+    /// A staged transfer of `mem` from `offset`, on `queue` after `wait`.
+    pub fn new(
+        queue: &'a Cl<Queue>,
+        mem: &Cl<Mem>,
+        offset: u64,
+        wait: Vec<u64>,
+        event: u64,
+    ) -> Self {
+        Staged {
+            queue: queue.handle(),
+            context: &queue.context,
+            mem: mem.handle(),
+            offset,
+            wait,
+            event,
+        }
+    }
 }
 
 impl Staged<'_> {

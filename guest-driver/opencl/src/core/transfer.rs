@@ -10,8 +10,10 @@
 use vgpu_protocol::messages::{EnqueueReadBuffer, EnqueueWriteBuffer};
 use vgpu_protocol::Request;
 
-use crate::core::object::ClResult;
+use crate::core::memory::Mem;
+use crate::core::object::{Cl, ClResult};
 use crate::core::platform;
+use crate::core::queue::Queue;
 
 /// A read or write command's fixed parts.
 pub struct Transfer {
@@ -29,6 +31,17 @@ fn last(start: u64, len: u64, total: u64) -> bool {
 }
 
 impl Transfer {
+    /// A transfer of `mem` from `offset`, on `queue` after `wait`.
+    pub fn new(queue: &Cl<Queue>, mem: &Cl<Mem>, offset: u64, wait: Vec<u64>, event: u64) -> Self {
+        Transfer {
+            queue: queue.handle(),
+            mem: mem.handle(),
+            offset,
+            wait,
+            event,
+        }
+    }
+
     /// Reads into `buf`; returns when the data is there.
     pub fn read(&self, buf: &mut [u8]) -> ClResult<()> {
         let total = buf.len() as u64;
