@@ -19,7 +19,9 @@
 # Environment: VGPU_PROFILE (debug or release: which build of the ICD and
 # backend, default debug), VGPU_QEMU (default: target/qemu-path),
 # VGPU_ACCEL (tcg, the default, or kvm), CTS_GUEST_MEMORY_MB (2048),
-# CTS_NATIVE_ICD (PoCL's .icd), CTS_SIDES ("native vgpu").
+# CTS_NATIVE_ICD (PoCL's .icd), CTS_SIDES ("native vgpu"), CTS_BACKEND_ARGS
+# (more vgpu-backend options, e.g. "--memory 1G" so that test_allocations
+# fits the guest's RAM).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -78,8 +80,9 @@ run_guest() {
     local socket=$work/vgpu.sock
     # The backend's own PoCL cache: it drops to an unprivileged user, which
     # could not write one under $work.
+    # shellcheck disable=SC2086 # CTS_BACKEND_ARGS is a list of words
     "$root/target/$profile/vgpu-backend" --socket "$socket" --log-level warn \
-        > "$out/backend.log" 2>&1 &
+        ${CTS_BACKEND_ARGS:-} > "$out/backend.log" 2>&1 &
     backend_pid=$!
     for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.1; done
     local cpu=max
