@@ -168,19 +168,19 @@ fn a_lying_length_is_refused_before_anything_is_allocated() {
 #[test]
 fn foreign_versions_and_files_are_refused() {
     let bytes = small_stream();
-    for version in [0u32, 2, 0xffff_ffff] {
+    for version in [0u32, 3, 0xffff_ffff] {
         let mut foreign = bytes.clone();
         foreign[8..12].copy_from_slice(&version.to_le_bytes());
         assert_eq!(
             StreamReader::new(&foreign[..]).unwrap_err().to_string(),
-            format!("unsupported format version {version} (this build reads 1..=1)")
+            format!("unsupported format version {version} (this build reads 1..=2)")
         );
     }
     // A newer build's stream, checksums and all, is still refused.
-    let newer = seal(2, &body(&bytes));
+    let newer = seal(3, &body(&bytes));
     assert!(matches!(
         StreamReader::new(&newer[..]),
-        Err(ReadError::UnsupportedVersion { version: 2, .. })
+        Err(ReadError::UnsupportedVersion { version: 3, .. })
     ));
     for other in [&b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0"[..], b"QEVM", b"X"] {
         assert_eq!(

@@ -351,6 +351,18 @@ impl<R: Read> StreamReader<R> {
         if crc != u32::from_le_bytes(tail) {
             return Err(ReadError::Checksum { index, at });
         }
+        if self.version == DELTA_FORMAT_VERSION
+            && index == 0
+            && ChunkKind::from_u32(kind) != Some(ChunkKind::Base)
+        {
+            // Refused before anything is handed out: the header has no
+            // checksum, so a whole stream whose version field was damaged
+            // into this one must not read as an incremental stream.
+            return Err(ReadError::Malformed {
+                index,
+                what: "an incremental stream whose first chunk is not its base",
+            });
+        }
         let step = match ChunkKind::from_u32(kind) {
             Some(ChunkKind::End) => return self.end(index),
             Some(ChunkKind::State) => self.state_part(index)?,
