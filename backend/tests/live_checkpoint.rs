@@ -7,6 +7,7 @@ mod common;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
+use common::req;
 use common::{Backend, RawFrontend};
 use vgpu_protocol::messages::*;
 use vgpu_protocol::{ArgKind, DataRef, Request};
@@ -30,27 +31,8 @@ fn bytes(v: &[u32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-fn all_ok(reply: &vgpu_protocol::Reply) {
-    assert!(reply.status.is_success(), "{reply:?}");
-    for r in &reply.records {
-        assert!(
-            r.status.is_success(),
-            "record {} failed: {}",
-            r.seq,
-            r.status
-        );
-    }
-}
-
 fn buffer(mem: u64, flags: u64) -> Request {
-    CreateBuffer {
-        mem,
-        context: 1,
-        flags,
-        size: SIZE,
-        init: DataRef::NONE,
-    }
-    .into()
+    req::buffer(mem, 1, flags, SIZE)
 }
 
 fn mem_arg(index: u32, handle: u64) -> Request {
@@ -71,41 +53,18 @@ fn setup(raw: &mut RawFrontend) {
     let reply = raw.batch(
         1,
         &[
-            CreateContext {
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateQueue {
-                queue: 2,
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateProgramWithSource {
-                program: 3,
-                context: 1,
-                source: SOURCE.to_vec(),
-            }
-            .into(),
-            BuildProgram {
-                program: 3,
-                options: vec![],
-            }
-            .into(),
-            CreateKernel {
-                kernel: 4,
-                program: 3,
-                name: b"advance".to_vec(),
-            }
-            .into(),
+            req::context(1),
+            req::queue(2, 1),
+            req::program(3, 1, SOURCE),
+            req::build(3),
+            req::kernel(4, 3, b"advance"),
             buffer(5, CL_MEM_READ_WRITE),
             buffer(6, CL_MEM_READ_ONLY),
             mem_arg(0, 5),
             mem_arg(1, 6),
         ],
     );
-    all_ok(&reply);
+    req::assert_all_ok(&reply);
     for (mem, seed) in [(5u64, 1u32), (6u64, 2u32)] {
         write(raw, mem, &bytes(&initial(seed)));
     }
@@ -152,7 +111,7 @@ fn write(raw: &mut RawFrontend, mem: u64, data: &[u8]) {
     raw.send_chain(&chain);
     let mut reply = vec![0u8; 4096];
     raw.dev.read_guest(reply_at, &mut reply).unwrap();
-    all_ok(&vgpu_protocol::decode_reply(&reply).unwrap());
+    req::assert_all_ok(&vgpu_protocol::decode_reply(&reply).unwrap());
 }
 
 /// Runs step `k` and waits for it.
@@ -180,7 +139,7 @@ fn step(raw: &mut RawFrontend, k: u32) {
         .into(),
         Finish { queue: 2 }.into(),
     ];
-    all_ok(&raw.batch(1, &requests));
+    req::assert_all_ok(&raw.batch(1, &requests));
 }
 
 fn read_a(raw: &mut RawFrontend) -> Vec<u8> {
@@ -196,7 +155,7 @@ fn read_a(raw: &mut RawFrontend) -> Vec<u8> {
         event: 0,
     };
     let (reply, data) = raw.batch_with_in(1, &[read.into()], SIZE as u32);
-    all_ok(&reply);
+    req::assert_all_ok(&reply);
     data
 }
 

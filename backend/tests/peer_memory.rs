@@ -10,6 +10,7 @@
 
 mod common;
 
+use common::req;
 use common::Backend;
 use vgpu_protocol::frame::BatchBuilder;
 use vgpu_protocol::limits::PEER_WINDOW_BASE;
@@ -24,26 +25,9 @@ const SIZES: [usize; 5] = [1000, (64 << 10) - 1, (64 << 10) + 3, 3 << 20, 20 << 
 
 fn context_and_queue(client: &Client) -> (u64, u64) {
     let context = client.new_handle();
-    client
-        .defer(
-            CreateContext {
-                context,
-                properties: vec![],
-            }
-            .into(),
-        )
-        .expect("context");
+    client.defer(req::context(context)).expect("context");
     let queue = client.new_handle();
-    client
-        .defer(
-            CreateQueue {
-                queue,
-                context,
-                properties: vec![],
-            }
-            .into(),
-        )
-        .expect("queue");
+    client.defer(req::queue(queue, context)).expect("queue");
     (context, queue)
 }
 
@@ -239,17 +223,8 @@ fn raw_session(backend: &Backend) -> (common::RawFrontend, u64, u64) {
     let reply = raw.batch(
         1,
         &[
-            CreateContext {
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateQueue {
-                queue: 2,
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
+            req::context(1),
+            req::queue(2, 1),
             CreateBuffer {
                 mem: 3,
                 context: 1,

@@ -1,6 +1,9 @@
 //! Write tracking on the real device: each command that may write a
 //! buffer stamps it, and nothing else does.
 
+mod common;
+use common::req;
+
 use vgpu_backend::executor::written::advance;
 use vgpu_backend::harness::InProcess;
 use vgpu_protocol::frame::BatchBuilder;
@@ -34,14 +37,7 @@ fn run(harness: &mut InProcess, requests: &[Request], out_data: &[u8]) {
 }
 
 fn buffer(mem: u64, flags: u64) -> Request {
-    CreateBuffer {
-        mem,
-        context: 1,
-        flags,
-        size: SIZE,
-        init: DataRef::NONE,
-    }
-    .into()
+    req::buffer(mem, 1, flags, SIZE)
 }
 
 fn mem_arg(index: u32, handle: u64) -> Request {
@@ -73,34 +69,11 @@ fn each_writing_command_marks_only_what_it_may_write() {
     run(
         &mut harness,
         &[
-            CreateContext {
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateQueue {
-                queue: 2,
-                context: 1,
-                properties: vec![],
-            }
-            .into(),
-            CreateProgramWithSource {
-                program: 3,
-                context: 1,
-                source: SOURCE.to_vec(),
-            }
-            .into(),
-            BuildProgram {
-                program: 3,
-                options: vec![],
-            }
-            .into(),
-            CreateKernel {
-                kernel: 4,
-                program: 3,
-                name: b"twice".to_vec(),
-            }
-            .into(),
+            req::context(1),
+            req::queue(2, 1),
+            req::program(3, 1, SOURCE),
+            req::build(3),
+            req::kernel(4, 3, b"twice"),
             buffer(5, 1),
             buffer(6, CL_MEM_READ_ONLY),
             buffer(7, 1),
