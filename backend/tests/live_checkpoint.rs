@@ -71,9 +71,6 @@ fn setup(raw: &mut RawFrontend) {
 }
 
 fn write(raw: &mut RawFrontend, mem: u64, data: &[u8]) {
-    use vgpu_protocol::frame::BatchBuilder;
-    use vgpu_transport::vring::DescSpec;
-    let mut builder = BatchBuilder::new(0);
     let write = EnqueueWriteBuffer {
         queue: 2,
         mem,
@@ -85,33 +82,7 @@ fn write(raw: &mut RawFrontend, mem: u64, data: &[u8]) {
         wait: vec![],
         event: 0,
     };
-    builder.push(raw.next_seq, &write.into());
-    raw.next_seq += 1;
-    let request = builder.finish(1, 4096);
-    let (req_at, reply_at, data_at) = (raw.scratch(0), raw.scratch(1 << 20), raw.scratch(8 << 20));
-    raw.dev.write_guest(req_at, &request).unwrap();
-    raw.dev.write_guest(data_at, data).unwrap();
-    let chain = [
-        DescSpec {
-            addr: req_at,
-            len: request.len() as u32,
-            writable: false,
-        },
-        DescSpec {
-            addr: data_at,
-            len: data.len() as u32,
-            writable: false,
-        },
-        DescSpec {
-            addr: reply_at,
-            len: 4096,
-            writable: true,
-        },
-    ];
-    raw.send_chain(&chain);
-    let mut reply = vec![0u8; 4096];
-    raw.dev.read_guest(reply_at, &mut reply).unwrap();
-    req::assert_all_ok(&vgpu_protocol::decode_reply(&reply).unwrap());
+    req::assert_all_ok(&raw.batch_with_out(1, &[write.into()], data));
 }
 
 /// Runs step `k` and waits for it.

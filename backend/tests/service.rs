@@ -149,9 +149,6 @@ fn setup(raw: &mut RawFrontend, sent: &mut Sent) {
 
 /// Writes `data` into buffer 5 through an out-data descriptor.
 fn write_buffer(raw: &mut RawFrontend, sent: &mut Sent, data: &[u8]) {
-    use vgpu_protocol::frame::BatchBuilder;
-    use vgpu_transport::vring::DescSpec;
-    let mut builder = BatchBuilder::new(0);
     let write = EnqueueWriteBuffer {
         queue: 2,
         mem: 5,
@@ -163,35 +160,8 @@ fn write_buffer(raw: &mut RawFrontend, sent: &mut Sent, data: &[u8]) {
         wait: vec![],
         event: 0,
     };
-    builder.push(raw.next_seq, &write.into());
-    raw.next_seq += 1;
-    builder.push(raw.next_seq, &Finish { queue: 2 }.into());
-    raw.next_seq += 1;
-    let request = builder.finish(1, 4096);
-    let (req_at, reply_at, data_at) = (raw.scratch(0), raw.scratch(1 << 20), raw.scratch(3 << 20));
-    raw.dev.write_guest(req_at, &request).unwrap();
-    raw.dev.write_guest(data_at, data).unwrap();
-    let chain = [
-        DescSpec {
-            addr: req_at,
-            len: request.len() as u32,
-            writable: false,
-        },
-        DescSpec {
-            addr: data_at,
-            len: data.len() as u32,
-            writable: false,
-        },
-        DescSpec {
-            addr: reply_at,
-            len: 4096,
-            writable: true,
-        },
-    ];
-    raw.send_chain(&chain);
-    let mut reply = vec![0u8; 4096];
-    raw.dev.read_guest(reply_at, &mut reply).unwrap();
-    sent.count(&vgpu_protocol::decode_reply(&reply).unwrap());
+    let reply = raw.batch_with_out(1, &[write.into(), Finish { queue: 2 }.into()], data);
+    sent.count(&reply);
     sent.from_guest += data.len() as u64;
 }
 

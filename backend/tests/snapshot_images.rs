@@ -6,11 +6,9 @@ mod common;
 
 use common::req;
 use common::{Backend, RawFrontend};
-use vgpu_protocol::frame::BatchBuilder;
 use vgpu_protocol::image::image_type;
 use vgpu_protocol::messages::*;
 use vgpu_protocol::{ArgKind, DataRef, Request};
-use vgpu_transport::vring::DescSpec;
 
 const W: u64 = 16;
 const H: u64 = 8;
@@ -29,34 +27,7 @@ fn pixels(seed: u32, n: u64) -> Vec<u8> {
 
 /// One request whose out-data is `data`, in a chain of its own.
 fn send_with_out(raw: &mut RawFrontend, request: Request, data: &[u8]) {
-    let mut builder = BatchBuilder::new(0);
-    builder.push(raw.next_seq, &request);
-    raw.next_seq += 1;
-    let bytes = builder.finish(1, 4096);
-    let (req_at, data_at, reply_at) = (raw.scratch(0), raw.scratch(4 << 20), raw.scratch(1 << 20));
-    raw.dev.write_guest(req_at, &bytes).unwrap();
-    raw.dev.write_guest(data_at, data).unwrap();
-    let chain = [
-        DescSpec {
-            addr: req_at,
-            len: bytes.len() as u32,
-            writable: false,
-        },
-        DescSpec {
-            addr: data_at,
-            len: data.len() as u32,
-            writable: false,
-        },
-        DescSpec {
-            addr: reply_at,
-            len: 4096,
-            writable: true,
-        },
-    ];
-    raw.send_chain(&chain);
-    let mut reply = vec![0u8; 4096];
-    raw.dev.read_guest(reply_at, &mut reply).unwrap();
-    req::assert_all_ok(&vgpu_protocol::decode_reply(&reply).unwrap());
+    req::assert_all_ok(&raw.batch_with_out(1, &[request], data));
 }
 
 fn image(mem: u64, ty: u32, dims: [u64; 3], array_size: u64) -> Request {

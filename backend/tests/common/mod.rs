@@ -259,6 +259,48 @@ impl RawFrontend {
         (decode_reply(&reply).expect("well-formed reply"), data)
     }
 
+    /// Runs requests as one batch of `session` whose out-data (sources of
+    /// writes) is `data`, placed at scratch offset 8 MiB; decodes the reply.
+    pub fn batch_with_out(&mut self, session: u64, requests: &[Request], data: &[u8]) -> Reply {
+        let mut builder = BatchBuilder::new(0);
+        for r in requests {
+            builder.push(self.next_seq, r);
+            self.next_seq += 1;
+        }
+        let reply_len = 4096;
+        let bytes = builder.finish(session, reply_len);
+        let (req_at, reply_at, data_at) = (
+            self.scratch(0),
+            self.scratch(1 << 20),
+            self.scratch(8 << 20),
+        );
+        self.dev.write_guest(req_at, &bytes).expect("write request");
+        self.dev.write_guest(data_at, data).expect("write out-data");
+        let chain = [
+            DescSpec {
+                addr: req_at,
+                len: bytes.len() as u32,
+                writable: false,
+            },
+            DescSpec {
+                addr: data_at,
+                len: data.len() as u32,
+                writable: false,
+            },
+            DescSpec {
+                addr: reply_at,
+                len: reply_len,
+                writable: true,
+            },
+        ];
+        self.send_chain(&chain);
+        let mut reply = vec![0u8; reply_len as usize];
+        self.dev
+            .read_guest(reply_at, &mut reply)
+            .expect("read reply");
+        decode_reply(&reply).expect("well-formed reply")
+    }
+
     pub fn open_session(&mut self, session: u64) {
         let reply = self.batch(
             session,
