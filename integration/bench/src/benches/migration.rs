@@ -73,6 +73,13 @@ impl Benchmark for Migration {
         Section::State
     }
 
+    /// It boots guests: only with --vm, where the set-up also rebuilds
+    /// the guest image (without it an image left by an older checkout
+    /// ran programs older than this tree's).
+    fn needs_vm(&self) -> bool {
+        true
+    }
+
     fn unavailable(&self, ctx: &Context) -> Option<String> {
         if std::env::var("VGPU_SKIP_VM").is_ok_and(|v| v == "1") {
             return Some("VGPU_SKIP_VM=1 is set".into());

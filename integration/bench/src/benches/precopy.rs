@@ -32,6 +32,13 @@ impl Benchmark for PrecopyMigration {
         Section::State
     }
 
+    /// It boots guests: only with --vm, where the set-up also rebuilds
+    /// the guest image (without it an image left by an older checkout
+    /// ran programs older than this tree's).
+    fn needs_vm(&self) -> bool {
+        true
+    }
+
     fn unavailable(&self, ctx: &Context) -> Option<String> {
         super::migration::Migration.unavailable(ctx)
     }
