@@ -198,15 +198,20 @@ impl RawFrontend {
             .len
     }
 
-    /// Runs requests as one batch of `session` and decodes the reply.
-    pub fn batch(&mut self, session: u64, requests: &[Request]) -> Reply {
+    /// Requests as one batch of `session` with the next sequence numbers.
+    fn encode(&mut self, session: u64, requests: &[Request], reply_len: u32) -> Vec<u8> {
         let mut builder = BatchBuilder::new(0);
         for r in requests {
             builder.push(self.next_seq, r);
             self.next_seq += 1;
         }
+        builder.finish(session, reply_len)
+    }
+
+    /// Runs requests as one batch of `session` and decodes the reply.
+    pub fn batch(&mut self, session: u64, requests: &[Request]) -> Reply {
         let reply_len = 64 << 10;
-        let bytes = builder.finish(session, reply_len);
+        let bytes = self.encode(session, requests, reply_len);
         let (_, reply) = self.send_bytes(&bytes, reply_len);
         decode_reply(&reply).expect("well-formed reply")
     }
@@ -219,13 +224,8 @@ impl RawFrontend {
         requests: &[Request],
         in_len: u32,
     ) -> (Reply, Vec<u8>) {
-        let mut builder = BatchBuilder::new(0);
-        for r in requests {
-            builder.push(self.next_seq, r);
-            self.next_seq += 1;
-        }
         let reply_len = 64 << 10;
-        let bytes = builder.finish(session, reply_len);
+        let bytes = self.encode(session, requests, reply_len);
         let (req_at, reply_at, in_at) = (
             self.scratch(0),
             self.scratch(1 << 20),
@@ -262,13 +262,8 @@ impl RawFrontend {
     /// Runs requests as one batch of `session` whose out-data (sources of
     /// writes) is `data`, placed at scratch offset 8 MiB; decodes the reply.
     pub fn batch_with_out(&mut self, session: u64, requests: &[Request], data: &[u8]) -> Reply {
-        let mut builder = BatchBuilder::new(0);
-        for r in requests {
-            builder.push(self.next_seq, r);
-            self.next_seq += 1;
-        }
         let reply_len = 4096;
-        let bytes = builder.finish(session, reply_len);
+        let bytes = self.encode(session, requests, reply_len);
         let (req_at, reply_at, data_at) = (
             self.scratch(0),
             self.scratch(1 << 20),
