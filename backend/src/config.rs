@@ -89,6 +89,17 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub user: Option<String>,
 
+    /// Give each worker a uid of its own from FIRST-LAST (and the group of
+    /// the same number), instead of --user's: workers of different VMs
+    /// cannot signal each other, and each gets its own process limit.
+    /// Needs root; reserve the range for vgpu (no files, no other
+    /// processes). At most LAST-FIRST+1 front-ends are served at once (one
+    /// more is the standby); a uid is reused only once no process of it is
+    /// left. Not with --peer-memory (the program would need the worker's
+    /// uid).
+    #[arg(long, value_name = "FIRST-LAST")]
+    pub worker_uids: Option<String>,
+
     /// Front-ends of this socket are loopback programs (the guest
     /// library's `VGPU_SOCKET` transport), never VMs: a worker reads and
     /// writes its program's bulk data in place (cross-memory attach), one
@@ -171,6 +182,10 @@ pub struct Args {
     /// instead of --device's.
     #[arg(long, hide = true, value_name = "SPEC", requires = "worker")]
     pub worker_device: Option<String>,
+
+    /// Internal: this worker's own uid, from --worker-uids.
+    #[arg(long, hide = true, value_name = "UID", requires = "worker")]
+    pub worker_uid: Option<u32>,
 }
 
 /// A problem with the command line.
@@ -186,6 +201,10 @@ pub enum ConfigError {
     NoSocket,
     #[error("invalid --worker {0:?}")]
     BadWorker(String),
+    #[error("invalid --worker-uids {0:?}: {1}")]
+    BadWorkerUids(String, &'static str),
+    #[error("--worker-uids and --peer-memory exclude each other: cross-memory attach needs the program to run as its worker's uid")]
+    WorkerUidsWithPeerMemory,
 }
 
 #[derive(Debug)]
@@ -207,6 +226,8 @@ pub struct Config {
     /// `--max-memory`; without it a VM may allocate its vGPU memory size.
     pub max_memory: Option<u64>,
     pub sandbox: crate::sandbox::Sandbox,
+    /// `--worker-uids`: the uids the supervisor hands out, one per worker.
+    pub worker_uids: Option<std::ops::RangeInclusive<u32>>,
     /// `--peer-memory`: serve loopback programs by cross-memory attach.
     pub peer_memory: bool,
     /// `--metrics` endpoints.
@@ -342,13 +363,39 @@ fn parse_worker(text: &str, restore: bool) -> Result<WorkerRole, ConfigError> {
     })
 }
 
-/// Parses `--sandbox MODE` together with `--user`.
+/// Parses `--worker-uids FIRST-LAST`.
+pub fn parse_worker_uids(text: &str) -> Result<std::ops::RangeInclusive<u32>, ConfigError> {
+    let bad = |why| ConfigError::BadWorkerUids(text.to_string(), why);
+    let (first, last) = text
+        .split_once('-')
+        .ok_or_else(|| bad("expected FIRST-LAST, e.g. 200000-200999"))?;
+    let number = |n: &str| n.trim().parse::<u32>().map_err(|_| bad("not a number"));
+    let (first, last) = (number(first)?, number(last)?);
+    if first == 0 {
+        return Err(bad("uid 0 is root"));
+    }
+    if last < first {
+        return Err(bad("LAST is below FIRST"));
+    }
+    if last == u32::MAX {
+        return Err(bad("uid 4294967295 means \"no uid\" to the kernel"));
+    }
+    if last == first {
+        // The standby takes a uid too: with one, no front-end is served
+        // while the standby waits.
+        return Err(bad("needs at least two uids (one is the standby worker's)"));
+    }
+    Ok(first..=last)
+}
+
+/// Parses `--sandbox MODE` together with `--user` and a worker's own uid.
 pub fn parse_sandbox(
     mode: &str,
     user: Option<String>,
+    own_uid: Option<u32>,
 ) -> Result<crate::sandbox::Sandbox, ConfigError> {
     match mode {
-        "default" => Ok(crate::sandbox::Sandbox::Default { user }),
+        "default" => Ok(crate::sandbox::Sandbox::Default { user, own_uid }),
         "none" => Ok(crate::sandbox::Sandbox::None),
         other => Err(ConfigError::BadSandbox(other.to_string())),
     }
@@ -387,6 +434,13 @@ impl TryFrom<Args> for Config {
             Some(text) => Some(parse_worker(text, args.worker_restore)?),
             None => None,
         };
+        let worker_uids = match &args.worker_uids {
+            Some(text) => Some(parse_worker_uids(text)?),
+            None => None,
+        };
+        if worker_uids.is_some() && args.peer_memory {
+            return Err(ConfigError::WorkerUidsWithPeerMemory);
+        }
         Ok(Config {
             socket: args.socket.ok_or(ConfigError::NoSocket)?,
             devices,
@@ -400,7 +454,8 @@ impl TryFrom<Args> for Config {
             memory: args.memory,
             binary_key: args.binary_key,
             max_memory: args.max_memory,
-            sandbox: parse_sandbox(&args.sandbox, args.user.clone())?,
+            sandbox: parse_sandbox(&args.sandbox, args.user.clone(), args.worker_uid)?,
+            worker_uids,
             peer_memory: args.peer_memory,
             metrics: args.metrics,
             limits: crate::quota::Limits {
@@ -416,6 +471,22 @@ impl TryFrom<Args> for Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn worker_uid_ranges_are_checked() {
+        assert_eq!(parse_worker_uids("200000-200999"), Ok(200000..=200999));
+        for (text, why) in [
+            ("200000", "FIRST-LAST"),
+            ("0-10", "root"),
+            ("10-5", "below"),
+            ("7-7", "two uids"),
+            ("a-9", "number"),
+            ("1-4294967295", "no uid"),
+        ] {
+            let err = parse_worker_uids(text).expect_err(text).to_string();
+            assert!(err.contains(why) && err.contains(text), "{text}: {err}");
+        }
+    }
 
     #[test]
     fn device_spec_forms_parse() {

@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use vgpu_backend::config::{parse_sandbox, parse_spec, Args, Config};
+use vgpu_backend::config::{parse_sandbox, parse_spec, parse_worker_uids, Args, Config};
 use vgpu_backend::executor::opencl::OpenClExecutor;
 use vgpu_backend::startup;
 
@@ -66,8 +66,18 @@ fn main() -> ExitCode {
 /// `--probe-sandbox`: prints the probe's JSON report; fails unless the
 /// kernel ran right and every forbidden call was refused.
 fn probe_sandbox(args: &Args) -> ExitCode {
-    let parsed = parse_spec(&args.device)
-        .and_then(|device| Ok((device, parse_sandbox(&args.sandbox, args.user.clone())?)));
+    // With --worker-uids the probe runs as the range's first uid, as a
+    // worker would.
+    let parsed = parse_spec(&args.device).and_then(|device| {
+        let own_uid = match &args.worker_uids {
+            Some(text) => Some(*parse_worker_uids(text)?.start()),
+            None => None,
+        };
+        Ok((
+            device,
+            parse_sandbox(&args.sandbox, args.user.clone(), own_uid)?,
+        ))
+    });
     let (device, sandbox) = match parsed {
         Ok(parsed) => parsed,
         Err(e) => {

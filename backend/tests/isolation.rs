@@ -243,3 +243,68 @@ fn a_worker_killed_ends_only_its_own_vm() {
     let c = backend.client();
     set_up(&c, A_SOURCE).expect("a new front-end is served");
 }
+
+/// `(real uid, the worker's process limit)` of a process.
+fn uid_and_process_limit(pid: u64) -> (u32, String) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let uid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("Uid line");
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).expect("limits");
+    let nproc = limits
+        .lines()
+        .find(|l| l.starts_with("Max processes"))
+        .expect("Max processes line")
+        .split_whitespace()
+        .nth(2)
+        .expect("soft limit")
+        .to_string();
+    (uid, nproc)
+}
+
+#[test]
+fn with_worker_uids_each_vm_has_a_uid_and_process_limit_of_its_own() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: --worker-uids needs root");
+        return;
+    }
+    const FIRST: u32 = 3_999_000_100;
+    let range = format!("{FIRST}-{}", FIRST + 2);
+    let mut backend = Backend::start_with(&["--worker-uids", &range], &[]);
+    let a = backend.client();
+    let b = backend.client();
+    set_up(&a, A_SOURCE).expect("A set up");
+    set_up(&b, A_SOURCE).expect("B set up");
+    let workers = worker_pids(&backend);
+    assert_eq!(workers.len(), 2);
+    let (uid_a, limit_a) = uid_and_process_limit(workers[0]);
+    let (uid_b, limit_b) = uid_and_process_limit(workers[1]);
+    assert_ne!(uid_a, uid_b, "two VMs' workers share a uid");
+    for uid in [uid_a, uid_b] {
+        assert!(
+            (FIRST..=FIRST + 2).contains(&uid),
+            "uid {uid} outside {range}"
+        );
+    }
+    assert_eq!((limit_a.as_str(), limit_b.as_str()), ("1024", "1024"));
+
+    // The third uid is the standby's: a third VM is served, and once B's
+    // worker is gone its uid serves a fourth.
+    let c = backend.client();
+    set_up(&c, A_SOURCE).expect("C set up on the standby's uid");
+    // SAFETY: killing a worker process this test's backend started.
+    unsafe { libc::kill(workers[1] as i32, libc::SIGKILL) };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while worker_pids(&backend).contains(&workers[1]) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let d = backend.client();
+    set_up(&d, A_SOURCE).expect("D served once B's uid came back");
+    create_buffer(&a, 4, 4096).expect("A computes on");
+    a.call(Finish { queue: 2 }.into()).expect("A finishes");
+    assert!(backend.is_running());
+}

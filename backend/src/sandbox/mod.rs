@@ -28,13 +28,23 @@ pub enum Sandbox {
     /// No new privileges, the seccomp allow-list and the user named; a
     /// worker ([`drop_worker_privileges`]) also sets resource limits,
     /// confines its file system and, started as root without a user,
-    /// becomes `vgpu` or `nobody`.
-    Default { user: Option<String> },
+    /// becomes `vgpu` or `nobody`; `own_uid` (a worker of
+    /// `--worker-uids`) becomes that uid instead.
+    Default {
+        user: Option<String>,
+        own_uid: Option<u32>,
+    },
 }
 
 /// Descriptors a worker may hold: its vrings, guest memory regions and
 /// the driver's files need a few hundred at most.
 const MAX_OPEN_FILES: libc::rlim_t = 4096;
+
+/// Processes and threads a worker with a uid of its own may have: the
+/// driver's threads (PoCL starts one per core, CUDA a few), a vring and a
+/// session thread per queue, the linker PoCL forks; far below a host's
+/// `pid_max`.
+pub const MAX_WORKER_TASKS: libc::rlim_t = 1024;
 
 fn set_limit(resource: libc::__rlimit_resource_t, value: libc::rlim_t) -> io::Result<()> {
     let mut old = libc::rlimit {
@@ -137,13 +147,13 @@ fn private_dir() -> io::Result<PathBuf> {
 /// while the process has a single thread (it changes the environment).
 /// Returns the directory created, for the caller to remove at exit.
 pub fn prepare_worker(sandbox: &Sandbox) -> io::Result<Option<PathBuf>> {
-    let Sandbox::Default { user } = sandbox else {
+    let Sandbox::Default { user, own_uid } = sandbox else {
         return Ok(None);
     };
     if std::env::var_os("POCL_CACHE_DIR").is_some() {
         return Ok(None);
     }
-    let creds = user::target(user.as_deref())?;
+    let creds = user::for_worker(user.as_deref(), *own_uid)?;
     let dir = private_dir()?;
     if let Some(creds) = &creds {
         std::os::unix::fs::chown(&dir, Some(creds.uid), Some(creds.gid))?;
@@ -159,23 +169,31 @@ pub fn prepare_worker(sandbox: &Sandbox) -> io::Result<Option<PathBuf>> {
 /// The first half of a worker's confinement, done before its driver
 /// starts (so every file the driver makes, its kernel cache first, belongs
 /// to the user it keeps running as): RLIMIT_CORE 0 and a bounded
-/// RLIMIT_NOFILE, no new privileges, the unprivileged user (when root:
-/// `--user`, else `vgpu`, else `nobody`; supplementary groups of that
-/// user, none for `nobody`), not dumpable (other workers run as the same
+/// RLIMIT_NOFILE (and RLIMIT_NPROC with a uid of its own), no new
+/// privileges, the unprivileged user (when root: a uid of
+/// `--worker-uids`, else `--user`, else `vgpu`, else `nobody`;
+/// supplementary groups of that user, none for `nobody`), not dumpable
+/// (other workers may run as the same
 /// user), and the file system of [`files`] (the worker's cache directory
 /// being `POCL_CACHE_DIR`). Files only root may read, and files outside
 /// that list, must be open before. Call while the process has one thread.
 pub fn drop_worker_privileges(sandbox: &Sandbox, peer_memory: bool) -> io::Result<files::Outcome> {
-    let Sandbox::Default { user } = sandbox else {
+    let Sandbox::Default { user, own_uid } = sandbox else {
         log::warn!("sandbox disabled (--sandbox none): the worker is not confined");
         files::record(files::Outcome::Off);
         return Ok(files::Outcome::Off);
     };
     // Looked up first: the user database may need files the filter
     // would still allow but the new user could not read.
-    let creds = user::target(user.as_deref())?;
+    let creds = user::for_worker(user.as_deref(), *own_uid)?;
     set_limit(libc::RLIMIT_CORE, 0)?;
     set_limit(libc::RLIMIT_NOFILE, MAX_OPEN_FILES)?;
+    if own_uid.is_some() {
+        // Counted per user: only a uid of the worker's own makes this a
+        // bound on one VM (a guest's CPU kernel is native code and may
+        // fork) rather than a pool the workers of every VM share.
+        set_limit(libc::RLIMIT_NPROC, MAX_WORKER_TASKS)?;
+    }
     prctl(libc::PR_SET_NO_NEW_PRIVS, 1, "no_new_privs")?;
     if let Some(creds) = &creds {
         user::drop_to(creds)?;

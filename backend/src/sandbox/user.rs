@@ -104,6 +104,37 @@ pub fn target(user: Option<&str>) -> io::Result<Option<Credentials>> {
     Ok(Some(creds))
 }
 
+/// Whom a worker becomes: [`target`], or with `own_uid` (`--worker-uids`,
+/// root only) that uid with the group of the same number, keeping the
+/// supplementary groups of [`target`]'s user (device nodes are often
+/// reachable through a group such as `render` or `video`). A uid of its
+/// own keeps one VM's worker from signalling another's and gives its
+/// process limit a count of its own.
+pub fn for_worker(user: Option<&str>, own_uid: Option<u32>) -> io::Result<Option<Credentials>> {
+    let base = target(user)?;
+    let Some(uid) = own_uid else {
+        return Ok(base);
+    };
+    if euid() != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "--worker-uids needs the backend to start as root",
+        ));
+    }
+    if uid == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "a worker never runs as root (uid 0 in --worker-uids)",
+        ));
+    }
+    Ok(Some(Credentials {
+        name: format!("uid {uid}"),
+        uid,
+        gid: uid,
+        groups: base.map(|c| c.groups).unwrap_or_default(),
+    }))
+}
+
 fn check(rc: libc::c_int, what: &str) -> io::Result<()> {
     if rc == 0 {
         return Ok(());
@@ -181,6 +212,19 @@ mod tests {
     fn unknown_user_is_an_error() {
         let err = target(Some("no-such-user-vgpu-test")).expect_err("unknown user");
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn a_workers_own_uid_is_never_root() {
+        if euid() != 0 {
+            let err = for_worker(None, Some(4242)).expect_err("needs root");
+            assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+            return;
+        }
+        let err = for_worker(None, Some(0)).expect_err("uid 0 must be refused");
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+        let creds = for_worker(None, Some(4242)).unwrap().unwrap();
+        assert_eq!((creds.uid, creds.gid), (4242, 4242));
     }
 
     #[test]

@@ -23,11 +23,15 @@ pub struct Spawn<'a> {
     pub restore: bool,
     /// The OpenCL device after a re-home, instead of --device's.
     pub device: Option<&'a str>,
+    /// Its own uid (`--worker-uids`).
+    pub uid: Option<u32>,
 }
 
 pub struct WorkerLink {
     pub vm_id: u64,
     pub pid: u32,
+    /// The uid it runs as, when it has one of its own.
+    pub uid: Option<u32>,
     /// Whether a front-end is connected to it (control commands for a VM
     /// go to the worker serving it, not to the standby or one ending).
     serving: std::sync::atomic::AtomicBool,
@@ -70,6 +74,9 @@ impl WorkerLink {
         if let Some(device) = spawn.device {
             command.arg("--worker-device").arg(device);
         }
+        if let Some(uid) = spawn.uid {
+            command.arg("--worker-uid").arg(uid.to_string());
+        }
         // SAFETY: between fork and exec the closure only makes
         // async-signal-safe calls (fcntl, prctl, getppid) on descriptors
         // this process owns.
@@ -96,6 +103,7 @@ impl WorkerLink {
         Ok(WorkerLink {
             vm_id: spawn.vm_id,
             pid: child.id(),
+            uid: spawn.uid,
             serving: Default::default(),
             cache: Mutex::new(None),
             channel: ours,

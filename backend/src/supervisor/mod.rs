@@ -12,6 +12,7 @@ pub mod exporter;
 mod gather;
 mod incremental;
 mod link;
+mod uids;
 
 use std::ffi::OsString;
 use std::os::fd::AsRawFd;
@@ -52,6 +53,8 @@ pub struct Supervisor {
     restore_pending: AtomicBool,
     next_id: AtomicU64,
     shutting_down: AtomicBool,
+    /// `--worker-uids`: a uid of its own for each worker.
+    uids: Option<uids::UidPool>,
 }
 
 impl Supervisor {
@@ -115,20 +118,37 @@ impl Supervisor {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let link = Arc::new(WorkerLink::spawn(&Spawn {
+        let uid = self.uids.as_ref().map(|pool| pool.take()).transpose()?;
+        let spawned = WorkerLink::spawn(&Spawn {
             args: &self.args,
             listener: self.listener,
             vm_id: self.next_id.fetch_add(1, Ordering::SeqCst),
             restore: self.restore_pending.load(Ordering::SeqCst),
             device: device.as_deref(),
-        })?);
+            uid,
+        });
+        let link = match spawned {
+            Ok(link) => Arc::new(link),
+            Err(e) => {
+                self.give_back_uid(uid);
+                return Err(e);
+            }
+        };
         links.push(link.clone());
         Ok(link)
     }
 
+    /// Called once the worker was reaped.
     fn forget(&self, link: &WorkerLink) {
         let mut links = self.links.lock().unwrap_or_else(|e| e.into_inner());
         links.retain(|l| l.pid != link.pid);
+        self.give_back_uid(link.uid);
+    }
+
+    fn give_back_uid(&self, uid: Option<u32>) {
+        if let (Some(pool), Some(uid)) = (&self.uids, uid) {
+            pool.give_back(uid);
+        }
     }
 
     fn retire(&self, devices: Vec<DeviceFigures>) {
@@ -187,6 +207,7 @@ pub fn run(config: Config) -> Result<(), ServerError> {
         restore_pending: AtomicBool::new(config.restore.is_some()),
         next_id: AtomicU64::new(1),
         shutting_down: AtomicBool::new(false),
+        uids: config.worker_uids.clone().map(uids::UidPool::new),
     });
     // A start that fails leaves no socket behind.
     let failed = |e: ServerError| {
@@ -286,9 +307,20 @@ fn serve_front_ends(supervisor: &Arc<Supervisor>, mut standby: Arc<WorkerLink>) 
         if supervisor.is_shutting_down() {
             return;
         }
+        let mut said = false;
         standby = loop {
             match supervisor.spawn_standby() {
                 Ok(link) => break link,
+                // Every uid taken: said once, then waited out quietly.
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if !std::mem::replace(&mut said, true) {
+                        log::warn!("{e}");
+                    }
+                    pause_before_restart(supervisor);
+                    if supervisor.is_shutting_down() {
+                        return;
+                    }
+                }
                 Err(e) => {
                     log::error!("cannot start a worker: {e}");
                     pause_before_restart(supervisor);
