@@ -123,6 +123,28 @@ fn worker_pids(backend: &Backend) -> Vec<u64> {
         .collect()
 }
 
+/// Two VMs, A and B, each with A's program built, and their workers' pids.
+fn two_vms_set_up(backend: &Backend) -> (Client, Client, Vec<u64>) {
+    let a = backend.client();
+    let b = backend.client();
+    set_up(&a, A_SOURCE).expect("A set up");
+    set_up(&b, A_SOURCE).expect("B set up");
+    let workers = worker_pids(backend);
+    assert_eq!(workers.len(), 2);
+    (a, b, workers)
+}
+
+/// Kills a worker and waits until the supervisor has reaped it.
+fn kill_worker(backend: &Backend, pid: u64) {
+    // SAFETY: killing a worker process this test's backend started.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    // The supervisor reaps the worker soon; the bound only stops a hang.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while worker_pids(backend).contains(&pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn a_kernel_of_one_vm_cannot_read_another_vms_buffer() {
     let mut backend = Backend::start();
@@ -213,25 +235,14 @@ fn a_kernel_of_one_vm_cannot_read_another_vms_buffer() {
 #[test]
 fn a_worker_killed_ends_only_its_own_vm() {
     let mut backend = Backend::start();
-    let a = backend.client();
-    let b = backend.client();
-    set_up(&a, A_SOURCE).expect("A set up");
-    set_up(&b, A_SOURCE).expect("B set up");
-    let workers = worker_pids(&backend);
-    assert_eq!(workers.len(), 2);
-    // SAFETY: killing a worker process this test's backend started.
-    unsafe { libc::kill(workers[1] as i32, libc::SIGKILL) };
+    let (a, b, workers) = two_vms_set_up(&backend);
+    kill_worker(&backend, workers[1]);
     assert!(
         b.call(Finish { queue: 2 }.into()).is_err(),
         "B still served"
     );
     // (B's transport may reconnect, as after a backend restart: a new
     // front-end with a new worker.)
-    // The supervisor reaps the worker soon; the bound only stops a hang.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while worker_pids(&backend).contains(&workers[1]) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
     let now = worker_pids(&backend);
     assert!(
         now.contains(&workers[0]) && !now.contains(&workers[1]),
@@ -275,12 +286,7 @@ fn with_worker_uids_each_vm_has_a_uid_and_process_limit_of_its_own() {
     const FIRST: u32 = 3_999_000_100;
     let range = format!("{FIRST}-{}", FIRST + 2);
     let mut backend = Backend::start_with(&["--worker-uids", &range], &[]);
-    let a = backend.client();
-    let b = backend.client();
-    set_up(&a, A_SOURCE).expect("A set up");
-    set_up(&b, A_SOURCE).expect("B set up");
-    let workers = worker_pids(&backend);
-    assert_eq!(workers.len(), 2);
+    let (a, _b, workers) = two_vms_set_up(&backend);
     let (uid_a, limit_a) = uid_and_process_limit(workers[0]);
     let (uid_b, limit_b) = uid_and_process_limit(workers[1]);
     assert_ne!(uid_a, uid_b, "two VMs' workers share a uid");
@@ -296,12 +302,7 @@ fn with_worker_uids_each_vm_has_a_uid_and_process_limit_of_its_own() {
     // worker is gone its uid serves a fourth.
     let c = backend.client();
     set_up(&c, A_SOURCE).expect("C set up on the standby's uid");
-    // SAFETY: killing a worker process this test's backend started.
-    unsafe { libc::kill(workers[1] as i32, libc::SIGKILL) };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while worker_pids(&backend).contains(&workers[1]) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    kill_worker(&backend, workers[1]);
     let d = backend.client();
     set_up(&d, A_SOURCE).expect("D served once B's uid came back");
     create_buffer(&a, 4, 4096).expect("A computes on");
