@@ -1,0 +1,376 @@
+//! The seam between the vGPU and its executors: a session is saved as the
+//! list of parts its executors save, each in the executor's own state type,
+//! and rebuilt by handing each part to the executor of the same kind. This
+//! layer knows no API: it never looks inside a part, only pairs it with an
+//! executor and lists the contents it carries under keys of the session.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use vgpu_migration as m;
+
+use super::Error;
+use crate::executor::{BufferSink, BufferSource, ExecSession, Executor};
+use crate::vgpu::session::{ExecSessions, SessionState, VmBounds};
+
+/// One session captured for a snapshot: its state, and a source for each
+/// contents its state lists, in that order.
+pub(crate) struct SavedVgpuSession {
+    pub id: u64,
+    pub state: m::SessionStateV6,
+    /// (key of the contents in the stream, their source).
+    pub buffers: Vec<(u64, Box<dyn BufferSource>)>,
+    /// Time spent waiting for the devices to finish issued work.
+    pub drain: Duration,
+}
+
+/// Captures every open session; the caller holds the vGPU quiesced.
+pub(crate) fn save_sessions(
+    sessions: &mut [(u64, &mut SessionState)],
+) -> Result<Vec<SavedVgpuSession>, Error> {
+    let mut saved = Vec::new();
+    for (id, session) in sessions.iter_mut() {
+        if !session.opened || session.closed {
+            continue;
+        }
+        saved.push(save_session(*id, &mut session.exec, session.last_seq)?);
+    }
+    Ok(saved)
+}
+
+/// Captures one session: the part each executor holding objects of it
+/// saves. Contents are keyed 1, 2, ... in the order the parts list them,
+/// so executors never share an id space.
+pub(crate) fn save_session(
+    id: u64,
+    exec: &mut ExecSessions,
+    last_seq: u64,
+) -> Result<SavedVgpuSession, Error> {
+    let mut state = m::SessionStateV6 {
+        id,
+        protocol_version: 1,
+        last_seq: Some(last_seq),
+        ..Default::default()
+    };
+    let mut buffers = Vec::new();
+    let mut drain = Duration::ZERO;
+    for part in exec.sessions.iter_mut().filter(|s| !s.is_empty()) {
+        let saved = part.save(id)?;
+        drain += saved.drain;
+        let index = u32::try_from(state.parts.len()).expect("a session has a few parts");
+        for (object, source) in saved.buffers {
+            let key = buffers.len() as u64 + 1;
+            state.contents.push(m::ContentState {
+                key,
+                part: index,
+                object,
+                size: source.size(),
+            });
+            buffers.push((key, source));
+        }
+        state.parts.push(saved.state);
+    }
+    Ok(SavedVgpuSession {
+        id,
+        state,
+        buffers,
+        drain,
+    })
+}
+
+/// Refuses a state that needs more device memory than the VM's
+/// `--max-memory`, or holds more objects under guest handles than its
+/// `--max-objects`, before anything is built: a restore makes what the
+/// guest's calls made, under the same limits.
+pub(crate) fn check_quota(
+    sessions: &[m::SessionStateV6],
+    limits: &crate::quota::Limits,
+) -> Result<(), Error> {
+    let total = sessions
+        .iter()
+        .flat_map(|s| &s.parts)
+        .map(m::ExecutorState::usage)
+        .fold(m::Usage::default(), |sum, u| m::Usage {
+            bytes: sum.bytes.saturating_add(u.bytes),
+            objects: sum.objects.saturating_add(u.objects),
+        });
+    for (what, needed, limit, flag) in [
+        (
+            "bytes of device memory",
+            total.bytes,
+            limits.memory_bytes,
+            "--max-memory",
+        ),
+        ("objects", total.objects, limits.objects, "--max-objects"),
+    ] {
+        if limit != 0 && needed > limit {
+            return Err(Error::OverQuota {
+                what,
+                needed,
+                limit,
+                flag,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A session rebuilt from a stream: its part on each executor (by index)
+/// and where its contents go, by key.
+pub(crate) struct Rebuilt {
+    pub id: u64,
+    /// The last message the session ran when it was saved, if recorded.
+    pub last_seq: Option<u64>,
+    pub parts: Vec<(usize, Box<dyn ExecSession>)>,
+    pub sinks: HashMap<u64, Box<dyn BufferSink>>,
+}
+
+/// Rebuilds each part of a saved session on the executor of its kind.
+pub(crate) fn rebuild_session(
+    executors: &[Arc<dyn Executor>],
+    session: &m::SessionStateV6,
+) -> Result<Rebuilt, Error> {
+    let mut rebuilt = Rebuilt {
+        id: session.id,
+        last_seq: session.last_seq,
+        parts: Vec::new(),
+        sinks: HashMap::new(),
+    };
+    let mut part_sinks = Vec::new();
+    for part in &session.parts {
+        let kind = part.kind();
+        let i = executors
+            .iter()
+            .position(|e| e.kind() == Some(kind))
+            .ok_or(Error::NoExecutor { kind })?;
+        let restored = executors[i]
+            .restore_session(part)
+            .map_err(|source| Error::Part {
+                kind,
+                session: session.id,
+                source,
+            })?;
+        part_sinks.push(restored.sinks);
+        rebuilt.parts.push((i, restored.session));
+    }
+    for content in &session.contents {
+        let sink = part_sinks
+            .get_mut(content.part as usize)
+            .and_then(|sinks| sinks.remove(&content.object));
+        if let Some(sink) = sink {
+            rebuilt.sinks.insert(content.key, sink);
+        }
+    }
+    Ok(rebuilt)
+}
+
+/// A session's parts on every executor: the rebuilt ones, fresh elsewhere.
+pub(crate) fn exec_sessions(
+    executors: &[Arc<dyn Executor>],
+    parts: Vec<(usize, Box<dyn ExecSession>)>,
+    vm: &VmBounds,
+) -> ExecSessions {
+    let mut all = ExecSessions::open(executors, vm);
+    for (i, mut session) in parts {
+        vm.apply(session.as_mut());
+        all.sessions[i] = session;
+    }
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::SavedSession;
+    use vgpu_protocol::{Request, Status};
+
+    /// An executor session that saves a fixed part.
+    struct Fake(m::ExecutorState);
+
+    struct Zeros(u64);
+
+    impl BufferSource for Zeros {
+        fn size(&self) -> u64 {
+            self.0
+        }
+        fn read(&mut self, _: u64, buf: &mut [u8]) -> Result<(), Status> {
+            buf.fill(0);
+            Ok(())
+        }
+    }
+
+    impl ExecSession for Fake {
+        fn execute(
+            &mut self,
+            _: &Request,
+            _: &mut crate::chain::GuestIo,
+        ) -> Result<Vec<u8>, Status> {
+            Err(Status::INVALID_OPERATION)
+        }
+        fn object_counts(&self) -> Vec<u64> {
+            vec![1; vgpu_protocol::ObjectKind::ALL.len()]
+        }
+        fn aborter(&self) -> Box<dyn Fn() + Send + Sync> {
+            Box::new(|| {})
+        }
+        fn save(&mut self, _: u64) -> Result<crate::executor::SavedSession, SnapshotError> {
+            let buffers = self
+                .0
+                .streamed()
+                .into_iter()
+                .map(|(id, size)| (id, Box::new(Zeros(size)) as Box<dyn BufferSource>))
+                .collect();
+            Ok(SavedSession {
+                state: self.0.clone(),
+                buffers,
+                drain: Duration::ZERO,
+            })
+        }
+    }
+
+    use crate::executor::SnapshotError;
+
+    fn opencl_part() -> m::ExecutorState {
+        m::OpenClStateV1 {
+            contexts: vec![m::ContextState {
+                id: 1,
+                guest: Some(m::GuestRef { handle: 1, refs: 1 }),
+                properties: vec![],
+            }],
+            buffers: vec![m::BufferState {
+                id: 7,
+                guest: Some(m::GuestRef { handle: 7, refs: 1 }),
+                context: 1,
+                flags: 1,
+                size: 16,
+                parent: None,
+            }],
+            ..Default::default()
+        }
+        .into()
+    }
+
+    fn cuda_part() -> m::ExecutorState {
+        m::CudaSessionState {
+            allocations: vec![
+                m::CudaAllocationState {
+                    id: 7,
+                    address: 0x2000_0000_0000,
+                    size: 32,
+                },
+                m::CudaAllocationState {
+                    id: 1,
+                    address: 0x2000_0020_0000,
+                    size: 8,
+                },
+            ],
+            ..Default::default()
+        }
+        .into()
+    }
+
+    fn state_of(session: m::SessionStateV6) -> m::VgpuState {
+        m::VgpuState::V1(m::VgpuStateV1 {
+            profile: Default::default(),
+            device: Default::default(),
+            sessions: vec![session.into()],
+        })
+    }
+
+    #[test]
+    fn a_session_on_both_apis_keeps_each_part_whole_under_distinct_keys() {
+        let mut exec = ExecSessions {
+            executors: Vec::new(),
+            sessions: vec![Box::new(Fake(opencl_part())), Box::new(Fake(cuda_part()))],
+        };
+        let saved = save_session(3, &mut exec, 41).unwrap();
+        assert_eq!((saved.id, saved.state.last_seq), (3, Some(41)));
+        assert_eq!(
+            saved.state.parts,
+            vec![opencl_part(), cuda_part()],
+            "no part is renumbered"
+        );
+        let state = state_of(saved.state.clone());
+        assert_eq!(state.validate(), Ok(()));
+        let streamed: Vec<(u64, u64)> = state
+            .streamed_buffers()
+            .iter()
+            .map(|b| (b.buffer, b.size))
+            .collect();
+        let sources: Vec<(u64, u64)> = saved
+            .buffers
+            .iter()
+            .map(|(key, source)| (*key, source.size()))
+            .collect();
+        assert_eq!(streamed, sources, "the sources follow the state");
+        assert_eq!(streamed, vec![(1, 16), (2, 32), (3, 8)]);
+        let objects: Vec<(u32, u64)> = saved
+            .state
+            .contents
+            .iter()
+            .map(|c| (c.part, c.object))
+            .collect();
+        assert_eq!(objects, vec![(0, 7), (1, 7), (1, 1)]);
+    }
+
+    #[test]
+    fn an_empty_session_is_saved_with_no_parts() {
+        let mut exec = ExecSessions {
+            executors: Vec::new(),
+            sessions: Vec::new(),
+        };
+        let saved = save_session(5, &mut exec, 7).unwrap();
+        assert_eq!(saved.state.id, 5);
+        assert!(saved.state.parts.is_empty() && saved.buffers.is_empty());
+        assert_eq!(state_of(saved.state).validate(), Ok(()));
+    }
+
+    #[test]
+    fn each_part_needs_an_executor_of_its_kind() {
+        let none: Vec<Arc<dyn Executor>> = Vec::new();
+        let session = |part: m::ExecutorState| m::SessionStateV6 {
+            id: 1,
+            parts: vec![part],
+            ..Default::default()
+        };
+        assert!(matches!(
+            rebuild_session(&none, &session(cuda_part())),
+            Err(Error::NoExecutor {
+                kind: m::ExecutorKind::Cuda
+            })
+        ));
+        assert!(matches!(
+            rebuild_session(&none, &session(opencl_part())),
+            Err(Error::NoExecutor {
+                kind: m::ExecutorKind::OpenCl
+            })
+        ));
+        let empty = rebuild_session(&none, &m::SessionStateV6::default()).unwrap();
+        assert!(empty.parts.is_empty() && empty.sinks.is_empty());
+    }
+
+    #[test]
+    fn the_quota_counts_every_part() {
+        let session = m::SessionStateV6 {
+            id: 1,
+            parts: vec![opencl_part(), cuda_part()],
+            ..Default::default()
+        };
+        let limits = |memory_bytes, objects| crate::quota::Limits {
+            memory_bytes,
+            objects,
+            ..Default::default()
+        };
+        let sessions = [session];
+        assert!(check_quota(&sessions, &limits(16 + 40, 2)).is_ok());
+        assert!(matches!(
+            check_quota(&sessions, &limits(16 + 39, 0)),
+            Err(Error::OverQuota { needed: 56, .. })
+        ));
+        assert!(matches!(
+            check_quota(&sessions, &limits(0, 1)),
+            Err(Error::OverQuota { needed: 2, .. })
+        ));
+    }
+}
