@@ -25,7 +25,7 @@ pub use base::{CheckpointBase, MigrationBase};
 pub use live::{save_live, Incremental, LiveOptions, RoundFn, RoundProgress};
 pub use migration::{restore_migration, save_for_migration};
 pub use rehome::rehome;
-use sessions::exec_sessions;
+pub(crate) use sessions::{exec_sessions, rebuild_session, save_session};
 
 /// Bytes of buffer contents per stream chunk (the stream's limit).
 const CHUNK: usize = 4 << 20;

@@ -185,18 +185,89 @@ mod tests {
     use crate::executor::SavedSession;
     use vgpu_protocol::{Request, Status};
 
-    /// An executor session that saves a fixed part.
-    struct Fake(m::ExecutorState);
+    /// An executor session holding a part and its objects' contents.
+    struct Fake(m::ExecutorState, Contents);
 
-    struct Zeros(u64);
+    /// Contents by object id, shared with the sources and sinks.
+    type Contents = Arc<std::sync::Mutex<HashMap<u64, Vec<u8>>>>;
 
-    impl BufferSource for Zeros {
-        fn size(&self) -> u64 {
-            self.0
+    impl Fake {
+        /// A part whose every object holds bytes of `fill`.
+        fn new(part: m::ExecutorState, fill: u8) -> Box<Fake> {
+            let contents = part
+                .streamed()
+                .into_iter()
+                .map(|(id, size)| (id, vec![fill; size as usize]))
+                .collect();
+            Box::new(Fake(part, Arc::new(std::sync::Mutex::new(contents))))
         }
-        fn read(&mut self, _: u64, buf: &mut [u8]) -> Result<(), Status> {
-            buf.fill(0);
+    }
+
+    /// One object's contents, read or written at once.
+    struct Object(Contents, u64);
+
+    impl BufferSource for Object {
+        fn size(&self) -> u64 {
+            self.0.lock().unwrap()[&self.1].len() as u64
+        }
+        fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), Status> {
+            let offset = offset as usize;
+            buf.copy_from_slice(&self.0.lock().unwrap()[&self.1][offset..offset + buf.len()]);
             Ok(())
+        }
+    }
+
+    impl BufferSink for Object {
+        fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), Status> {
+            let offset = offset as usize;
+            let mut contents = self.0.lock().unwrap();
+            let object = contents.get_mut(&self.1).ok_or(Status::INVALID_VALUE)?;
+            object[offset..offset + data.len()].copy_from_slice(data);
+            Ok(())
+        }
+    }
+
+    /// An executor of one kind that rebuilds `Fake` sessions.
+    struct FakeExecutor(m::ExecutorKind);
+
+    impl Executor for FakeExecutor {
+        fn describe(&self) -> String {
+            format!("fake {}", self.0)
+        }
+        fn serves(&self, _: u32) -> bool {
+            false
+        }
+        fn open_session(&self) -> Box<dyn ExecSession> {
+            Box::new(Fake(
+                m::ExecutorState::from(m::OpenClStateV1::default()),
+                Contents::default(),
+            ))
+        }
+        fn kind(&self) -> Option<m::ExecutorKind> {
+            Some(self.0)
+        }
+        fn restore_session(
+            &self,
+            state: &m::ExecutorState,
+        ) -> Result<crate::executor::RestoredSession, SnapshotError> {
+            if state.kind() != self.0 {
+                return Err(SnapshotError::WrongKind {
+                    given: state.kind(),
+                    here: self.0,
+                });
+            }
+            let session = Fake::new(state.clone(), 0);
+            let sinks = state
+                .streamed()
+                .into_iter()
+                .map(|(id, _)| {
+                    (
+                        id,
+                        Box::new(Object(session.1.clone(), id)) as Box<dyn BufferSink>,
+                    )
+                })
+                .collect();
+            Ok(crate::executor::RestoredSession { session, sinks })
         }
     }
 
@@ -219,7 +290,12 @@ mod tests {
                 .0
                 .streamed()
                 .into_iter()
-                .map(|(id, size)| (id, Box::new(Zeros(size)) as Box<dyn BufferSource>))
+                .map(|(id, _)| {
+                    (
+                        id,
+                        Box::new(Object(self.1.clone(), id)) as Box<dyn BufferSource>,
+                    )
+                })
                 .collect();
             Ok(SavedSession {
                 state: self.0.clone(),
@@ -282,7 +358,7 @@ mod tests {
     fn a_session_on_both_apis_keeps_each_part_whole_under_distinct_keys() {
         let mut exec = ExecSessions {
             executors: Vec::new(),
-            sessions: vec![Box::new(Fake(opencl_part())), Box::new(Fake(cuda_part()))],
+            sessions: vec![Fake::new(opencl_part(), 1), Fake::new(cuda_part(), 2)],
         };
         let saved = save_session(3, &mut exec, 41).unwrap();
         assert_eq!((saved.id, saved.state.last_seq), (3, Some(41)));
@@ -372,5 +448,71 @@ mod tests {
             check_quota(&sessions, &limits(0, 1)),
             Err(Error::OverQuota { needed: 2, .. })
         ));
+    }
+
+    /// Reads every source of a saved session whole, by key.
+    fn read_all(saved: &mut SavedVgpuSession) -> Vec<(u64, Vec<u8>)> {
+        saved
+            .buffers
+            .iter_mut()
+            .map(|(key, source)| {
+                let mut data = vec![0u8; source.size() as usize];
+                source.read(0, &mut data).unwrap();
+                (*key, data)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn parts_of_both_kinds_round_trip_through_the_seam() {
+        let executors: Vec<Arc<dyn Executor>> = vec![
+            Arc::new(FakeExecutor(m::ExecutorKind::OpenCl)),
+            Arc::new(FakeExecutor(m::ExecutorKind::Cuda)),
+        ];
+        let (opencl, cuda) = (Fake::new(opencl_part(), 1), Fake::new(cuda_part(), 2));
+        let cuda_contents = cuda.1.clone();
+        let mut exec = ExecSessions {
+            executors: executors.clone(),
+            sessions: vec![opencl, cuda],
+        };
+        let mut before = save_session(3, &mut exec, 41).unwrap();
+        let before_contents = read_all(&mut before);
+
+        // Change: every CUDA byte, and the OpenCL part for another one.
+        cuda_contents
+            .lock()
+            .unwrap()
+            .values_mut()
+            .for_each(|data| data.fill(9));
+        let mut other = opencl_part();
+        if let m::ExecutorState::OpenCl(m::OpenClState::V1(o)) = &mut other {
+            o.buffers[0].size = 8;
+        }
+        exec.sessions[0] = Fake::new(other, 5);
+        let mut changed = save_session(3, &mut exec, 42).unwrap();
+        assert_ne!(changed.state, before.state);
+        assert_ne!(read_all(&mut changed), before_contents);
+
+        let mut rebuilt = rebuild_session(&executors, &before.state).unwrap();
+        assert_eq!(rebuilt.sinks.len(), 3, "a sink for every key");
+        for (key, data) in &before_contents {
+            rebuilt.sinks.get_mut(key).unwrap().write(0, data).unwrap();
+        }
+        let vm = VmBounds {
+            quota: crate::quota::Quota::new(Default::default()),
+            profile: Default::default(),
+        };
+        let mut restored = exec_sessions(&executors, rebuilt.parts, &vm);
+        let mut after = save_session(3, &mut restored, 41).unwrap();
+        assert_eq!(after.state, before.state);
+        assert_eq!(read_all(&mut after), before_contents);
+        assert_eq!(
+            before_contents
+                .iter()
+                .map(|(_, d)| d[0])
+                .collect::<Vec<_>>(),
+            vec![1, 2, 2],
+            "each part's contents came back to it, under its own ids"
+        );
     }
 }
