@@ -7,7 +7,8 @@
 //! holds code for, so a destination can be refused before anything is built
 //! when none of that code can run there. Globals the guest looked up keep
 //! the address it was given. Contents of allocations and globals travel as
-//! the stream's buffer chunks, under the record's `id`.
+//! the stream's buffer chunks, under the key the session's contents table
+//! gives the record's `id` (its `id` itself in versions 2 to 5).
 //!
 //! The guest's context stack never leaves the guest (every call names its
 //! context), so it has no record here; the primary context's retain count
