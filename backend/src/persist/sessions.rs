@@ -40,8 +40,7 @@ pub(crate) fn save_sessions(
 }
 
 /// Captures one session: the part each executor holding objects of it
-/// saves. Contents are keyed 1, 2, ... in the order the parts list them,
-/// so executors never share an id space.
+/// saves, and a key for each object's contents (see `content_keys`).
 pub(crate) fn save_session(
     id: u64,
     exec: &mut ExecSessions,
@@ -53,23 +52,30 @@ pub(crate) fn save_session(
         last_seq: Some(last_seq),
         ..Default::default()
     };
-    let mut buffers = Vec::new();
+    let mut sources = Vec::new();
     let mut drain = Duration::ZERO;
     for part in exec.sessions.iter_mut().filter(|s| !s.is_empty()) {
         let saved = part.save(id)?;
         drain += saved.drain;
         let index = u32::try_from(state.parts.len()).expect("a session has a few parts");
-        for (object, source) in saved.buffers {
-            let key = buffers.len() as u64 + 1;
-            state.contents.push(m::ContentState {
-                key,
-                part: index,
-                object,
-                size: source.size(),
-            });
-            buffers.push((key, source));
-        }
+        sources.extend(
+            saved
+                .buffers
+                .into_iter()
+                .map(|(object, source)| (index, object, source)),
+        );
         state.parts.push(saved.state);
+    }
+    let objects: Vec<u64> = sources.iter().map(|(_, object, _)| *object).collect();
+    let mut buffers = Vec::new();
+    for ((part, object, source), key) in sources.into_iter().zip(content_keys(&objects)) {
+        state.contents.push(m::ContentState {
+            key,
+            part,
+            object,
+            size: source.size(),
+        });
+        buffers.push((key, source));
     }
     Ok(SavedVgpuSession {
         id,
@@ -77,6 +83,31 @@ pub(crate) fn save_session(
         buffers,
         drain,
     })
+}
+
+/// The stream keys of a session's contents, given each one's object id in
+/// its own part, in order. An object keeps its id as its key, so keys stay
+/// the same from one checkpoint to the next (and are those earlier builds
+/// wrote); only an id an earlier part's object took already (executors
+/// number their objects on their own) gets the smallest key no object has
+/// as its id. The parts' own ids never change.
+fn content_keys(objects: &[u64]) -> Vec<u64> {
+    let ids: std::collections::HashSet<u64> = objects.iter().copied().collect();
+    let mut taken = std::collections::HashSet::new();
+    let mut next = 1u64;
+    objects
+        .iter()
+        .map(|&id| {
+            if id != 0 && taken.insert(id) {
+                return id;
+            }
+            while ids.contains(&next) || taken.contains(&next) {
+                next += 1;
+            }
+            taken.insert(next);
+            next
+        })
+        .collect()
 }
 
 /// Refuses a state that needs more device memory than the VM's
@@ -380,7 +411,11 @@ mod tests {
             .map(|(key, source)| (*key, source.size()))
             .collect();
         assert_eq!(streamed, sources, "the sources follow the state");
-        assert_eq!(streamed, vec![(1, 16), (2, 32), (3, 8)]);
+        assert_eq!(
+            streamed,
+            vec![(7, 16), (2, 32), (1, 8)],
+            "ids are keys, but for the second 7"
+        );
         let objects: Vec<(u32, u64)> = saved
             .state
             .contents
@@ -514,5 +549,12 @@ mod tests {
             vec![1, 2, 2],
             "each part's contents came back to it, under its own ids"
         );
+    }
+
+    #[test]
+    fn content_keys_are_object_ids_but_for_ids_taken_already() {
+        assert_eq!(content_keys(&[7, 1, 9]), vec![7, 1, 9]);
+        assert_eq!(content_keys(&[7, 1, 7, 1, 0]), vec![7, 1, 2, 3, 4]);
+        assert_eq!(content_keys(&[]), Vec::<u64>::new());
     }
 }
