@@ -31,6 +31,12 @@ fn run(
     data
 }
 
+/// PoCL's device enumeration crashes when two threads of one process run
+/// it at once (seen here: a SIGSEGV in `clGetDeviceInfo` under
+/// `OpenClExecutor::open`); the daemon opens its device once per worker
+/// process, so only tests that share a process take turns.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const KERNEL: &str = "kernel void inc(global int *a) { a[get_global_id(0)] += 1; }";
 const INTS: usize = 16;
 
@@ -192,6 +198,7 @@ fn snapshot(harness: &mut InProcess) -> Snapshot {
 
 #[test]
 fn opencl_snapshot_change_restore_snapshot_gives_the_same_state() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let Some(mut harness) = InProcess::opencl() else {
         eprintln!("skipped: no OpenCL device");
         return;
@@ -223,4 +230,51 @@ fn opencl_snapshot_change_restore_snapshot_gives_the_same_state() {
         read_buffer(&mut harness, &mut seq),
         (2..=INTS as i32 + 1).collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn a_part_no_executor_here_can_take_is_refused_and_nothing_changes() {
+    use vgpu_backend::executor::opencl::{DeviceSelector, OpenClExecutor};
+    use vgpu_backend::executor::{Executor, SnapshotError};
+    use vgpu_migration::{CudaContextState, CudaSessionState, ExecutorKind, ExecutorState};
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut harness) = InProcess::opencl() else {
+        eprintln!("skipped: no OpenCL device");
+        return;
+    };
+    let mut seq = 0;
+    set_up(&mut harness, &mut seq);
+    let (mut state, contents) = snapshot(&mut harness);
+    let cuda: ExecutorState = CudaSessionState {
+        contexts: vec![CudaContextState {
+            id: 1,
+            guest: Some(vgpu_migration::GuestRef { handle: 1, refs: 1 }),
+            flags: 0,
+        }],
+        ..Default::default()
+    }
+    .into();
+    state.parts.push(cuda.clone());
+    assert!(matches!(
+        harness.restore(&(state, contents)),
+        Err(vgpu_backend::persist::Error::NoExecutor {
+            kind: ExecutorKind::Cuda
+        })
+    ));
+    // The session is as it was.
+    launch(&mut harness, &mut seq);
+    assert_eq!(
+        read_buffer(&mut harness, &mut seq),
+        (2..=INTS as i32 + 1).collect::<Vec<_>>()
+    );
+
+    // An executor handed a part of another kind refuses it.
+    let opencl = OpenClExecutor::open(&DeviceSelector::First).expect("the device above");
+    assert!(matches!(
+        opencl.restore_session(&cuda),
+        Err(SnapshotError::WrongKind {
+            given: ExecutorKind::Cuda,
+            here: ExecutorKind::OpenCl
+        })
+    ));
 }
