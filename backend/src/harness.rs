@@ -23,7 +23,7 @@ pub struct InProcess {
 
 /// A session as a checkpoint holds it: its state, and each of its
 /// contents (by key) read whole.
-pub type Snapshot = (vgpu_migration::SessionStateV6, Vec<(u64, Vec<u8>)>);
+pub type Snapshot = (vgpu_migration::LatestSession, Vec<(u64, Vec<u8>)>);
 
 /// The session id a harness session is saved under.
 const SESSION: u64 = 1;

@@ -39,7 +39,7 @@ pub(crate) fn load<R: Read>(
                 }
                 profile = Some(state.profile().clone());
                 let state = state.latest();
-                let sessions: Vec<m::SessionStateV6> = state
+                let sessions: Vec<m::LatestSession> = state
                     .sessions
                     .into_iter()
                     .map(m::SessionState::latest)

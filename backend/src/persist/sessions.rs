@@ -18,7 +18,7 @@ use crate::vgpu::session::{ExecSessions, SessionState, VmBounds};
 /// contents its state lists, in that order.
 pub(crate) struct SavedVgpuSession {
     pub id: u64,
-    pub state: m::SessionStateV6,
+    pub state: m::LatestSession,
     /// (key of the contents in the stream, their source).
     pub buffers: Vec<(u64, Box<dyn BufferSource>)>,
     /// Time spent waiting for the devices to finish issued work.
@@ -46,7 +46,7 @@ pub(crate) fn save_session(
     exec: &mut ExecSessions,
     last_seq: u64,
 ) -> Result<SavedVgpuSession, Error> {
-    let mut state = m::SessionStateV6 {
+    let mut state = m::LatestSession {
         id,
         protocol_version: 1,
         last_seq: Some(last_seq),
@@ -115,7 +115,7 @@ fn content_keys(objects: &[u64]) -> Vec<u64> {
 /// `--max-objects`, before anything is built: a restore makes what the
 /// guest's calls made, under the same limits.
 pub(crate) fn check_quota(
-    sessions: &[m::SessionStateV6],
+    sessions: &[m::LatestSession],
     limits: &crate::quota::Limits,
 ) -> Result<(), Error> {
     let total = sessions
@@ -160,7 +160,7 @@ pub(crate) struct Rebuilt {
 /// Rebuilds each part of a saved session on the executor of its kind.
 pub(crate) fn rebuild_session(
     executors: &[Arc<dyn Executor>],
-    session: &m::SessionStateV6,
+    session: &m::LatestSession,
 ) -> Result<Rebuilt, Error> {
     let mut rebuilt = Rebuilt {
         id: session.id,
@@ -377,7 +377,7 @@ mod tests {
         .into()
     }
 
-    fn state_of(session: m::SessionStateV6) -> m::VgpuState {
+    fn state_of(session: m::LatestSession) -> m::VgpuState {
         m::VgpuState::V1(m::VgpuStateV1 {
             profile: Default::default(),
             device: Default::default(),
@@ -440,7 +440,7 @@ mod tests {
     #[test]
     fn each_part_needs_an_executor_of_its_kind() {
         let none: Vec<Arc<dyn Executor>> = Vec::new();
-        let session = |part: m::ExecutorState| m::SessionStateV6 {
+        let session = |part: m::ExecutorState| m::LatestSession {
             id: 1,
             parts: vec![part],
             ..Default::default()
@@ -457,13 +457,13 @@ mod tests {
                 kind: m::ExecutorKind::OpenCl
             })
         ));
-        let empty = rebuild_session(&none, &m::SessionStateV6::default()).unwrap();
+        let empty = rebuild_session(&none, &m::LatestSession::default()).unwrap();
         assert!(empty.parts.is_empty() && empty.sinks.is_empty());
     }
 
     #[test]
     fn the_quota_counts_every_part() {
-        let session = m::SessionStateV6 {
+        let session = m::LatestSession {
             id: 1,
             parts: vec![opencl_part(), cuda_part()],
             ..Default::default()

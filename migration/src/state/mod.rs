@@ -49,6 +49,10 @@ pub use objects::{
     QueueState, SamplerState, SubRegion,
 };
 pub use parts::{ContentState, SessionStateV6};
+
+/// The newest form of a session, which `SessionState::latest` gives: what
+/// the backend works with, so it never names a version.
+pub type LatestSession = SessionStateV6;
 pub use program::{DeviceBinary, LinkInput, ProgramBuild, ProgramOrigin, ProgramState};
 pub use subdevice::{DevicePlacement, DeviceTopology, SubDeviceState, ROOT_DEVICE};
 pub use validate::StateError;
