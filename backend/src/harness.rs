@@ -17,7 +17,16 @@ const MEMORY: usize = 64 << 20;
 pub struct InProcess {
     state: SessionState,
     mem: Arc<GuestRam>,
+    executors: Vec<Arc<dyn Executor>>,
+    vm: crate::vgpu::session::VmBounds,
 }
+
+/// A session as a checkpoint holds it: its state, and each of its
+/// contents (by key) read whole.
+pub type Snapshot = (vgpu_migration::LatestSession, Vec<(u64, Vec<u8>)>);
+
+/// The session id a harness session is saved under.
+const SESSION: u64 = 1;
 
 impl InProcess {
     /// An opened session on the given executors.
@@ -32,6 +41,8 @@ impl InProcess {
         InProcess {
             state: SessionState::new(exec, true),
             mem: Arc::new(mem),
+            executors: executors.to_vec(),
+            vm,
         }
     }
 
@@ -93,6 +104,41 @@ impl InProcess {
     /// Live objects of the session, per `ObjectKind::index`.
     pub fn object_counts(&self) -> Vec<u64> {
         self.state.exec.object_counts()
+    }
+
+    /// Saves the session as a checkpoint does (every executor's part, and
+    /// its contents), without a stream.
+    pub fn snapshot(&mut self) -> Result<Snapshot, crate::persist::Error> {
+        let saved = crate::persist::save_session(SESSION, &mut self.state.exec, 0)?;
+        let mut contents = Vec::new();
+        for (key, mut source) in saved.buffers {
+            let size = usize::try_from(source.size()).expect("a harness buffer fits memory");
+            let mut data = vec![0u8; size];
+            source
+                .read(0, &mut data)
+                .map_err(crate::persist::Error::Buffer)?;
+            contents.push((key, data));
+        }
+        Ok((saved.state, contents))
+    }
+
+    /// Replaces the session's objects with those rebuilt from `snapshot`,
+    /// part by part on the executor of each part's kind, as a restore does.
+    pub fn restore(&mut self, snapshot: &Snapshot) -> Result<(), crate::persist::Error> {
+        let (state, contents) = snapshot;
+        let mut rebuilt = crate::persist::rebuild_session(&self.executors, state)?;
+        for (key, data) in contents {
+            let sink = rebuilt
+                .sinks
+                .get_mut(key)
+                .ok_or(crate::persist::Error::UnknownBuffer {
+                    session: SESSION,
+                    buffer: *key,
+                })?;
+            sink.write(0, data).map_err(crate::persist::Error::Buffer)?;
+        }
+        self.state.exec = crate::persist::exec_sessions(&self.executors, rebuilt.parts, &self.vm);
+        Ok(())
     }
 
     /// What a checkpoint would copy while the guest runs, from every

@@ -505,9 +505,11 @@ fn initial_data_over_aliasing_descriptors_is_streamed_or_refused_first() {
 fn crafted(
     from: &std::path::Path,
     to: &std::path::Path,
-    edit: impl Fn(&mut vgpu_migration::SessionStateV2),
+    edit: impl Fn(&mut vgpu_migration::OpenClStateV1),
 ) {
-    use vgpu_migration::{Item, SessionState, StreamReader, StreamWriter, VgpuState};
+    use vgpu_migration::{
+        ExecutorState, Item, OpenClState, SessionState, StreamReader, StreamWriter, VgpuState,
+    };
     let bytes = std::fs::read(from).expect("read checkpoint");
     let mut reader = StreamReader::new(bytes.as_slice()).expect("stream header");
     let mut writer = StreamWriter::new(Vec::new()).expect("writer");
@@ -516,12 +518,13 @@ fn crafted(
             Item::State(mut state) => {
                 let VgpuState::V1(vgpu) = state.as_mut();
                 for session in &mut vgpu.sessions {
-                    match session {
-                        SessionState::V1(_) => panic!("a V1 session in a new checkpoint"),
-                        SessionState::V2(s) => edit(s),
-                        SessionState::V3(s) => edit(&mut s.objects),
-                        SessionState::V4(s) => edit(&mut s.objects),
-                        SessionState::V5(s) => edit(&mut s.objects),
+                    let SessionState::V6(s) = session else {
+                        panic!("an old session version in a new checkpoint");
+                    };
+                    for part in &mut s.parts {
+                        if let ExecutorState::OpenCl(OpenClState::V1(opencl)) = part {
+                            edit(opencl);
+                        }
                     }
                 }
                 writer.write_state(&state).expect("write state");

@@ -744,3 +744,93 @@ fn images_the_host_may_not_read_or_write_survive_a_checkpoint_and_restore() {
         );
     }
 }
+
+/// A checkpoint the previous build wrote (commit 371b4fb, before executors
+/// owned their state: session state version 3, contents keyed by object
+/// id) after `setup` and steps 0..5; its guest's next message was 24.
+const PREVIOUS_FORMAT: &[u8] = include_bytes!("fixtures/previous-format.ckpt");
+const PREVIOUS_NEXT_SEQ: u64 = 24;
+
+/// `PREVIOUS_FORMAT` with this host's device profile in place of the one
+/// it was taken with (PoCL's follows the host's CPU and memory); the
+/// sessions and contents stay as the previous build wrote them.
+fn previous_format_here(backend: &Backend) -> std::path::PathBuf {
+    let own = backend.dir().join("own.prof");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_vgpu-backend"))
+        .arg("--write-profile")
+        .arg(&own)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let profile = vgpu_migration::Profile::from_bytes(&std::fs::read(&own).unwrap()).unwrap();
+    let mut reader = vgpu_migration::StreamReader::new(PREVIOUS_FORMAT).unwrap();
+    let path = backend.dir().join("previous.ckpt");
+    let out = std::fs::File::create(&path).unwrap();
+    let mut writer = vgpu_migration::StreamWriter::new(out).unwrap();
+    while let Some(item) = reader.next_item().unwrap() {
+        match item {
+            vgpu_migration::Item::State(state) => {
+                let vgpu_migration::VgpuState::V1(mut state) = *state;
+                assert_eq!(
+                    state
+                        .sessions
+                        .iter()
+                        .map(|s| s.version())
+                        .collect::<Vec<_>>(),
+                    vec![3],
+                    "the fixture is of the previous format"
+                );
+                state.profile = profile.clone();
+                writer
+                    .write_state(&vgpu_migration::VgpuState::V1(state))
+                    .unwrap();
+            }
+            vgpu_migration::Item::BufferChunk {
+                session,
+                buffer,
+                offset,
+                data,
+            } => writer
+                .write_buffer_chunk(session, buffer, offset, data)
+                .unwrap(),
+            vgpu_migration::Item::End(_) => break,
+            vgpu_migration::Item::Base { .. } | vgpu_migration::Item::BaseRef { .. } => {
+                unreachable!("a whole checkpoint")
+            }
+        }
+    }
+    writer.finish().unwrap();
+    path
+}
+
+#[test]
+fn a_checkpoint_of_the_previous_format_restores_and_computes_on() {
+    let scratch = Backend::start();
+    let file = previous_format_here(&scratch);
+    let copy = std::env::temp_dir().join(format!("vgpu-previous-{}.ckpt", std::process::id()));
+    std::fs::copy(&file, &copy).unwrap();
+    drop(scratch);
+    let restarted = Backend::start_with(&["--restore", copy.to_str().unwrap()], &[]);
+    let mut raw = restarted.raw();
+    raw.next_seq = PREVIOUS_NEXT_SEQ;
+    steps(&mut raw, 5, 10);
+    assert_eq!(
+        read_a(&mut raw),
+        reference(10),
+        "the restored run differs from an undisturbed one"
+    );
+    // Saved again, it is in the new format and restores the same way.
+    let again = restarted.dir().join("again.ckpt");
+    assert_ctl_ok(&restarted, &["checkpoint", again.to_str().unwrap()]);
+    let mut reader =
+        vgpu_migration::StreamReader::new(std::fs::File::open(&again).unwrap()).unwrap();
+    let Some(vgpu_migration::Item::State(state)) = reader.next_item().unwrap() else {
+        panic!("a state first");
+    };
+    let vgpu_migration::VgpuState::V1(state) = *state;
+    assert_eq!(
+        state.sessions[0].version(),
+        vgpu_migration::SESSION_STATE_VERSION
+    );
+    let _ = std::fs::remove_file(&copy);
+}

@@ -63,14 +63,21 @@ fn mutated_streams_are_refused_without_panicking() {
 
 #[test]
 fn mutated_states_decode_to_a_value_or_an_error() {
-    let original = rich_state().to_bytes();
-    let mut rng = Rng(0xdec0_de00);
-    for _ in 0..20_000 {
-        let bytes = mutated(&original, &mut rng);
-        if let Ok(state) = VgpuState::from_bytes(&bytes) {
-            let _ = state.validate();
-            let _ = state.streamed_buffers();
-            assert_eq!(VgpuState::from_bytes(&state.to_bytes()), Ok(state));
+    assert_eq!(parts_state().validate(), Ok(()), "a valid seed");
+    for (original, seed) in [
+        (rich_state().to_bytes(), 0xdec0_de00),
+        (parts_state().to_bytes(), 0x9a27_5000),
+    ] {
+        let mut rng = Rng(seed);
+        for _ in 0..20_000 {
+            let bytes = mutated(&original, &mut rng);
+            if let Ok(state) = VgpuState::from_bytes(&bytes) {
+                let _ = state.validate();
+                let _ = state.streamed_buffers();
+                let VgpuState::V1(v) = state.clone();
+                let _ = v.sessions.into_iter().map(SessionState::latest).count();
+                assert_eq!(VgpuState::from_bytes(&state.to_bytes()), Ok(state));
+            }
         }
     }
 }
@@ -92,9 +99,15 @@ fn mutated_profiles_decode_to_a_value_or_an_error() {
 /// reach the state decoder, the validation and the buffer bookkeeping.
 #[test]
 fn resealed_mutations_reach_the_decoders_without_panicking() {
-    let original = write_stream(&rich_state(), 3000);
+    for (state, seed) in [(rich_state(), 0x5ea1_5ea1), (parts_state(), 0x5ea1_0006)] {
+        resealed_mutations(&state, seed);
+    }
+}
+
+fn resealed_mutations(state: &VgpuState, seed: u64) {
+    let original = write_stream(state, 3000);
     let chunks = body(&original);
-    let mut rng = Rng(0x5ea1_5ea1);
+    let mut rng = Rng(seed);
     for _ in 0..3000 {
         let mut chunks = chunks.clone();
         let which = rng.below(chunks.len());

@@ -13,7 +13,7 @@ pub const QUIESCE_DRAIN: std::time::Duration = std::time::Duration::from_secs(5)
 use std::collections::HashMap;
 use std::time::Duration;
 
-use vgpu_migration::{DeviceIdentity, Profile, SessionState};
+use vgpu_migration::{DeviceIdentity, ExecutorKind, ExecutorState, Profile};
 use vgpu_protocol::{Request, Status};
 
 use crate::chain::GuestIo;
@@ -35,6 +35,11 @@ pub enum SnapshotError {
     BinaryOnly { built_for: String, here: String },
     #[error("program {id} is a binary this backend did not hand out (no backend sharing its --binary-key sealed it): refused as a guest's would be (create it from source or IL to make it portable)")]
     ForeignBinary { id: u64 },
+    #[error("a {given} part of a session was handed to the {here} executor")]
+    WrongKind {
+        given: ExecutorKind,
+        here: ExecutorKind,
+    },
     #[error("{0} cannot be snapshotted yet")]
     Unsupported(&'static str),
     #[error("the vGPU has sub-devices partitioned {partition}; this device cannot partition so ({reason})")]
@@ -84,10 +89,12 @@ pub trait BufferSink: Send {
     fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), Status>;
 }
 
-/// A session captured for a snapshot.
+/// An executor's part of a session, captured for a snapshot: its own state
+/// type, and a source for each object `state.streamed()` lists.
 pub struct SavedSession {
-    pub state: SessionState,
-    /// Top-level buffers in state order, with their contents' sources.
+    pub state: ExecutorState,
+    /// (the executor's object id, the source of its contents), in the order
+    /// `state.streamed()` lists them.
     pub buffers: Vec<(u64, Box<dyn BufferSource>)>,
     /// Time spent waiting for the device to finish issued work.
     pub drain: Duration,
@@ -96,6 +103,7 @@ pub struct SavedSession {
 /// A session rebuilt from a snapshot, waiting for its buffers' contents.
 pub struct RestoredSession {
     pub session: Box<dyn ExecSession>,
+    /// By the executor's own object id.
     pub sinks: HashMap<u64, Box<dyn BufferSink>>,
 }
 
@@ -109,6 +117,18 @@ pub trait Executor: Send + Sync {
 
     /// A new, empty session (its own handle namespace).
     fn open_session(&self) -> Box<dyn ExecSession>;
+
+    /// Which part of a saved session this executor saves and restores
+    /// (`None`: it saves nothing).
+    fn kind(&self) -> Option<ExecutorKind> {
+        None
+    }
+
+    /// Whether the vGPU's device profile (what the guest's device queries
+    /// answer) and its identity in a snapshot are this executor's.
+    fn holds_profile(&self) -> bool {
+        false
+    }
 
     /// The device as a snapshot names it (empty for executors that do not
     /// snapshot yet).
@@ -128,8 +148,9 @@ pub trait Executor: Send + Sync {
         self.profile()
     }
 
-    /// Rebuilds a saved session on this device.
-    fn restore_session(&self, _state: &SessionState) -> Result<RestoredSession, SnapshotError> {
+    /// Rebuilds this executor's part of a saved session on this device (a
+    /// part of `self.kind()`, upgraded by the executor to its newest form).
+    fn restore_session(&self, _state: &ExecutorState) -> Result<RestoredSession, SnapshotError> {
         Err(SnapshotError::Unsupported("this executor's sessions"))
     }
 }
@@ -154,8 +175,9 @@ pub trait ExecSession: Send {
         false
     }
 
-    /// Waits for issued work, then captures the session (quiesced by the
-    /// caller: no call runs meanwhile).
+    /// Waits for issued work, then captures the session's objects in its
+    /// executor's own state type (quiesced by the caller: no call runs
+    /// meanwhile); `id` names the session in logs.
     fn save(&mut self, _id: u64) -> Result<SavedSession, SnapshotError> {
         Err(SnapshotError::Unsupported("this executor's sessions"))
     }
@@ -186,4 +208,9 @@ pub trait ExecSession: Send {
     fn is_empty(&self) -> bool {
         self.object_counts().iter().all(|n| *n == 0)
     }
+}
+
+/// The executor whose device profile the vGPU's guest sees, if any.
+pub fn profile_holder(executors: &[std::sync::Arc<dyn Executor>]) -> Option<usize> {
+    executors.iter().position(|e| e.holds_profile())
 }

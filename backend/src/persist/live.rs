@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 use vgpu_migration as m;
 
 use super::base::{CheckpointBase, Taken};
-use super::{opencl_index, save_sessions, Error, ProgressFn, Report, CHUNK};
+use super::capture::quiesced;
+use super::{Error, ProgressFn, Report, CHUNK};
 use crate::executor::written::advance;
 use crate::executor::BufferSource;
 use crate::vgpu::session::SessionState;
@@ -275,27 +276,7 @@ pub(crate) struct Captured {
 /// Quiesces the vGPU, captures its objects and the buffers not staged
 /// fresh, and resumes it.
 pub(crate) fn capture(vgpu: &Vgpu, mut staging: Staging) -> Result<(Captured, Report), Error> {
-    let executors = vgpu.executors();
-    let device = opencl_index(&executors)
-        .map(|i| executors[i].identity())
-        .unwrap_or_default();
-    let profile = vgpu.profile_seen();
-    let started = Instant::now();
-    vgpu.with_quiesced(|sessions| {
-        let mut report = Report {
-            sessions: sessions.len(),
-            ..Default::default()
-        };
-        let t = Instant::now();
-        let saved = save_sessions(sessions)?;
-        report.drain = saved.iter().map(|s| s.drain).sum();
-        report.serialize = t.elapsed().saturating_sub(report.drain);
-        let state = m::VgpuState::V1(m::VgpuStateV1 {
-            profile,
-            device,
-            sessions: saved.iter().map(|s| s.state.clone()).collect(),
-        });
-        state.validate()?;
+    quiesced(vgpu, |captured, report| {
         // Nothing is written while quiesced: what is read now is as of now.
         let now = advance();
         let t = Instant::now();
@@ -305,8 +286,8 @@ pub(crate) fn capture(vgpu: &Vgpu, mut staging: Staging) -> Result<(Captured, Re
             .base
             .is_none()
             .then(|| CheckpointBase::new(m::BaseId::random()));
-        for session in saved {
-            let id = session.state.id();
+        for session in captured.sessions {
+            let id = session.id;
             for (buffer, mut source) in session.buffers {
                 if let Some(taken) = staging.unchanged_since_base(source.as_ref()) {
                     contents.push((id, buffer, Content::Base(taken)));
@@ -332,17 +313,13 @@ pub(crate) fn capture(vgpu: &Vgpu, mut staging: Staging) -> Result<(Captured, Re
             }
         }
         report.upload = t.elapsed();
-        report.pause = started.elapsed();
-        Ok((
-            Captured {
-                state,
-                contents,
-                paused_bytes,
-                base,
-            },
-            report,
-        ))
-    })?
+        Ok(Captured {
+            state: captured.state,
+            contents,
+            paused_bytes,
+            base,
+        })
+    })
 }
 
 /// Writes a captured checkpoint as a stream: a whole one with its

@@ -109,12 +109,11 @@ pub struct Vgpu {
     pub(crate) migration_base: Mutex<crate::persist::MigrationBase>,
 }
 
-/// The profile of the OpenCL executor among `executors` (empty without one).
+/// The profile of the executor among `executors` whose profile the guest
+/// sees (empty without one).
 pub(crate) fn offered_profile(executors: &[Arc<dyn Executor>]) -> Profile {
-    executors
-        .iter()
-        .find(|e| e.serves(opcode::GetInfo))
-        .map(|e| e.profile())
+    crate::executor::profile_holder(executors)
+        .map(|i| executors[i].profile())
         .unwrap_or_default()
 }
 

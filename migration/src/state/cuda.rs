@@ -7,7 +7,8 @@
 //! holds code for, so a destination can be refused before anything is built
 //! when none of that code can run there. Globals the guest looked up keep
 //! the address it was given. Contents of allocations and globals travel as
-//! the stream's buffer chunks, under the record's `id`.
+//! the stream's buffer chunks, under the key the session's contents table
+//! gives the record's `id` (its `id` itself in versions 2 to 5).
 //!
 //! The guest's context stack never leaves the guest (every call names its
 //! context), so it has no record here; the primary context's retain count
@@ -321,17 +322,6 @@ impl CudaSessionState {
             .chain(self.globals.iter().map(|g| (g.id, g.size)))
             .filter(|(_, size)| *size > 0)
     }
-
-    /// Gives the streamed records new ids (`rename(old)`), for a saver that
-    /// merges this with another API's records of the same session.
-    pub fn renumber_streamed(&mut self, mut rename: impl FnMut(ObjectId) -> ObjectId) {
-        for a in &mut self.allocations {
-            a.id = rename(a.id);
-        }
-        for g in &mut self.globals {
-            g.id = rename(g.id);
-        }
-    }
 }
 
 /// Why a session's CUDA objects cannot move to a GPU.
@@ -444,8 +434,8 @@ mod tests {
     }
 
     #[test]
-    fn streamed_records_and_renumbering() {
-        let mut session = rich_cuda_session();
+    fn streamed_records_are_allocations_then_globals() {
+        let session = rich_cuda_session();
         let streamed: Vec<_> = session.streamed().collect();
         assert_eq!(
             streamed,
@@ -455,10 +445,6 @@ mod tests {
                 (0x7f00_0000_1000, 1024)
             ]
         );
-        session.renumber_streamed(|id| id + 1);
-        assert_eq!(session.allocations[0].id, 0x2000_0000_0001);
-        assert_eq!(session.globals[0].id, 0x7f00_0000_1001);
-        assert_eq!(session.allocations[0].address, 0x2000_0000_0000);
     }
 
     fn v2_state(cuda: CudaSessionState) -> crate::state::VgpuState {
@@ -505,16 +491,18 @@ mod tests {
             ]
         );
         let latest = state.latest();
-        assert_eq!(latest.sessions[0].clone().latest().cuda, None);
         assert_eq!(latest.sessions[0].version(), 1);
-        let v2 = latest.sessions[1].clone().latest();
-        assert!(!v2.has_opencl());
-        assert_eq!(v2.cuda_only(), v2);
-        assert_eq!(v2.opencl().id, 2);
+        assert!(latest.sessions[0].clone().latest().parts.is_empty());
+        let v6 = latest.sessions[1].clone().latest();
+        assert_eq!(v6.id, 2);
+        assert_eq!(v6.parts, vec![ExecutorState::from(rich_cuda_session())]);
+        let keys: Vec<_> = v6.streamed().map(|(key, _)| (2, key)).collect();
+        let streamed: Vec<_> = streamed.iter().map(|(s, b, _)| (*s, *b)).collect();
+        assert_eq!(keys, streamed, "contents keep their keys");
     }
 
     #[test]
-    fn a_v1_session_upgrades_to_v2_without_cuda() {
+    fn a_v1_session_upgrades_to_an_opencl_part_alone() {
         use crate::state::*;
         let v1 = SessionStateV1 {
             id: 4,
@@ -526,11 +514,13 @@ mod tests {
             }],
             ..Default::default()
         };
-        let v2 = SessionState::V1(v1.clone()).latest();
-        assert_eq!(v2.id, 4);
-        assert!(v2.has_opencl());
-        assert_eq!(v2.cuda, None);
-        assert_eq!(v2.opencl(), v1);
+        let v6 = SessionState::V1(v1.clone()).latest();
+        assert_eq!((v6.id, v6.last_seq), (4, None));
+        let opencl = OpenClStateV1 {
+            contexts: v1.contexts,
+            ..Default::default()
+        };
+        assert_eq!(v6.parts, vec![ExecutorState::from(opencl)]);
     }
 
     #[test]
@@ -563,7 +553,8 @@ mod tests {
         assert_eq!(back, session);
         assert_eq!(back.last_seq(), Some(1234));
         assert_eq!(back.id(), 6);
-        assert_eq!(SessionState::V2(back.clone().latest()).last_seq(), None);
+        assert_eq!(back.clone().latest().last_seq, Some(1234));
+        assert_eq!(SessionState::V6(back.latest()).last_seq(), Some(1234));
     }
 
     #[test]

@@ -107,8 +107,14 @@ mod tests {
         // buffer image's contents are its buffer's.
         assert_eq!(streamed, vec![(2, 64), (3, 128)]);
         let VgpuState::V1(v) = back;
-        assert_eq!(v.sessions[0].images().len(), 2);
         assert_eq!(v.sessions[0].last_seq(), Some(9));
+        let latest = v.sessions[0].clone().latest();
+        let ExecutorState::OpenCl(opencl) = &latest.parts[0] else {
+            panic!("the OpenCL part first: {latest:?}");
+        };
+        assert_eq!(opencl.newest().images.len(), 2);
+        let keys: Vec<_> = latest.streamed().collect();
+        assert_eq!(keys, streamed, "upgraded contents keep their keys");
     }
 
     #[test]

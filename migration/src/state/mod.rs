@@ -15,13 +15,19 @@
 //! for sessions that have images, so other states stay readable by builds
 //! that know V3) and `SessionState::V5` (V4, plus sub-devices and the
 //! devices of each context and queue; written only for sessions that have
-//! sub-devices).
+//! sub-devices) and `SessionState::V6` (each executor's part in its own
+//! versioned type, and a table of the contents the stream carries: see
+//! `parts` and `executor`). This build writes V6 only; `SessionState::latest`
+//! upgrades every earlier version into it, so nothing outside this module
+//! knows their shapes.
 
 mod cuda;
 mod device;
+mod executor;
 mod image;
 mod kernel;
 mod objects;
+mod parts;
 mod program;
 mod subdevice;
 mod validate;
@@ -32,12 +38,21 @@ pub use cuda::{
     CudaModuleState, CudaPrimaryState, CudaSessionState, CudaStreamState,
 };
 pub use device::DeviceIdentity;
+pub use executor::{
+    CudaState, ExecutorKind, ExecutorState, OpenClState, OpenClStateV1, Usage, CUDA_STATE_VERSION,
+    OPENCL_STATE_VERSION,
+};
 pub use image::ImageState;
 pub use kernel::{KernelArg, KernelState};
 pub use objects::{
     BufferState, ContextState, EventKind, EventState, GuestRef, ObjectId, PendingCommand,
     QueueState, SamplerState, SubRegion,
 };
+pub use parts::{ContentState, SessionStateV6};
+
+/// The newest form of a session, which `SessionState::latest` gives: what
+/// the backend works with, so it never names a version.
+pub type LatestSession = SessionStateV6;
 pub use program::{DeviceBinary, LinkInput, ProgramBuild, ProgramOrigin, ProgramState};
 pub use subdevice::{DevicePlacement, DeviceTopology, SubDeviceState, ROOT_DEVICE};
 pub use validate::StateError;
@@ -48,7 +63,7 @@ use crate::profile::Profile;
 /// The newest version of `VgpuState` this build writes.
 pub const STATE_VERSION: u32 = 1;
 /// The newest version of `SessionState` this build writes.
-pub const SESSION_STATE_VERSION: u32 = 5;
+pub const SESSION_STATE_VERSION: u32 = 6;
 
 /// A whole vGPU, as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +91,7 @@ pub enum SessionState {
     V3(SessionStateV3),
     V4(SessionStateV4),
     V5(SessionStateV5),
+    V6(SessionStateV6),
 }
 
 record! {
@@ -171,44 +187,6 @@ impl From<SessionStateV1> for SessionStateV2 {
 }
 
 impl SessionStateV2 {
-    /// Whether the session holds any OpenCL object.
-    pub fn has_opencl(&self) -> bool {
-        !(self.contexts.is_empty()
-            && self.queues.is_empty()
-            && self.buffers.is_empty()
-            && self.samplers.is_empty()
-            && self.programs.is_empty()
-            && self.kernels.is_empty()
-            && self.events.is_empty()
-            && self.pending.is_empty())
-    }
-
-    /// The OpenCL objects alone, in the form the OpenCL executor reads.
-    pub fn opencl(&self) -> SessionStateV1 {
-        SessionStateV1 {
-            id: self.id,
-            protocol_version: self.protocol_version,
-            contexts: self.contexts.clone(),
-            queues: self.queues.clone(),
-            buffers: self.buffers.clone(),
-            samplers: self.samplers.clone(),
-            programs: self.programs.clone(),
-            kernels: self.kernels.clone(),
-            events: self.events.clone(),
-            pending: self.pending.clone(),
-        }
-    }
-
-    /// The CUDA objects alone (no OpenCL object).
-    pub fn cuda_only(&self) -> SessionStateV2 {
-        SessionStateV2 {
-            id: self.id,
-            protocol_version: self.protocol_version,
-            cuda: self.cuda.clone(),
-            ..Default::default()
-        }
-    }
-
     /// Every buffer whose contents the stream carries, as (id, size): top-level
     /// OpenCL buffers, then CUDA allocations and globals.
     fn streamed(&self) -> impl Iterator<Item = (ObjectId, u64)> + '_ {
@@ -274,6 +252,7 @@ impl VgpuState {
                 SessionState::V3(s) => (s.objects.id, s.objects.streamed().collect()),
                 SessionState::V4(s) => (s.objects.id, s.streamed().collect()),
                 SessionState::V5(s) => (s.objects.id, streamed(&s.objects, &s.images).collect()),
+                SessionState::V6(s) => (s.id, s.streamed().collect()),
             };
             out.extend(streamed.into_iter().map(|(buffer, size)| StreamedBuffer {
                 session: id,
@@ -300,35 +279,6 @@ impl VgpuState {
 }
 
 impl SessionState {
-    /// The newest session version, upgraded from whichever this one is.
-    pub fn latest(self) -> SessionStateV2 {
-        match self {
-            SessionState::V1(session) => session.into(),
-            SessionState::V2(session) => session,
-            SessionState::V3(session) => session.objects,
-            SessionState::V4(session) => session.objects,
-            SessionState::V5(session) => session.objects,
-        }
-    }
-
-    /// The session's OpenCL images (none before version 4).
-    pub fn images(&self) -> &[ImageState] {
-        match self {
-            SessionState::V4(session) => &session.images,
-            SessionState::V5(session) => &session.images,
-            _ => &[],
-        }
-    }
-
-    /// The session's sub-devices and device placements (none before
-    /// version 5).
-    pub fn devices(&self) -> Option<&DeviceTopology> {
-        match self {
-            SessionState::V5(session) => Some(&session.devices),
-            _ => None,
-        }
-    }
-
     /// The sequence number of the last message the session ran, where the
     /// version records it.
     pub fn last_seq(&self) -> Option<u64> {
@@ -337,6 +287,7 @@ impl SessionState {
             SessionState::V3(session) => Some(session.last_seq),
             SessionState::V4(session) => Some(session.last_seq),
             SessionState::V5(session) => Some(session.last_seq),
+            SessionState::V6(session) => session.last_seq,
         }
     }
 
@@ -347,6 +298,7 @@ impl SessionState {
             SessionState::V3(session) => session.objects.id,
             SessionState::V4(session) => session.objects.id,
             SessionState::V5(session) => session.objects.id,
+            SessionState::V6(session) => session.id,
         }
     }
 
@@ -357,6 +309,7 @@ impl SessionState {
             SessionState::V3(_) => 3,
             SessionState::V4(_) => 4,
             SessionState::V5(_) => 5,
+            SessionState::V6(_) => 6,
         }
     }
 }
@@ -394,6 +347,12 @@ impl From<SessionStateV4> for SessionState {
 impl From<SessionStateV5> for SessionState {
     fn from(session: SessionStateV5) -> Self {
         SessionState::V5(session)
+    }
+}
+
+impl From<SessionStateV6> for SessionState {
+    fn from(session: SessionStateV6) -> Self {
+        SessionState::V6(session)
     }
 }
 
@@ -451,6 +410,7 @@ impl Codec for SessionState {
             SessionState::V3(session) => session.encode(e),
             SessionState::V4(session) => session.encode(e),
             SessionState::V5(session) => session.encode(e),
+            SessionState::V6(session) => session.encode(e),
         }
     }
 
@@ -461,6 +421,7 @@ impl Codec for SessionState {
             3 => Ok(SessionState::V3(SessionStateV3::decode(d)?)),
             4 => Ok(SessionState::V4(SessionStateV4::decode(d)?)),
             5 => Ok(SessionState::V5(SessionStateV5::decode(d)?)),
+            6 => Ok(SessionState::V6(SessionStateV6::decode(d)?)),
             version => Err(unsupported("session state", version, SESSION_STATE_VERSION)),
         }
     }

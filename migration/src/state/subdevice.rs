@@ -134,7 +134,11 @@ mod tests {
         assert_eq!(back, s);
         let VgpuState::V1(v) = back;
         assert_eq!(v.sessions[0].version(), 5);
-        assert_eq!(v.sessions[0].devices(), Some(&devices));
+        let latest = v.sessions[0].clone().latest();
+        let ExecutorState::OpenCl(opencl) = &latest.parts[0] else {
+            panic!("an OpenCL part: {latest:?}");
+        };
+        assert_eq!(opencl.newest().devices, devices);
         assert_eq!(devices.queue_device(2), 11);
         assert_eq!(devices.context_devices(7), vec![ROOT_DEVICE]);
     }

@@ -54,6 +54,23 @@ pub enum StateError {
     EmptyLink { session: u64, id: ObjectId },
     #[error("session {session}: streamed contents id {id} is 0 or names two buffers")]
     StreamedId { session: u64, id: ObjectId },
+    #[error("session {session} has two {kind} parts")]
+    DuplicatePart { session: u64, kind: ExecutorKind },
+    #[error("session {session}: contents {key} name object {object} of part {part}, which carries no contents of that size")]
+    BadContent {
+        session: u64,
+        key: ObjectId,
+        part: u32,
+        object: ObjectId,
+    },
+    #[error(
+        "session {session}: object {object} of part {part} has no contents in the stream, or twice"
+    )]
+    MissingContent {
+        session: u64,
+        part: u32,
+        object: ObjectId,
+    },
     #[error("session {session}: CUDA allocation at {address:#x} of {size} bytes {reason}")]
     BadAllocation {
         session: u64,
@@ -199,8 +216,9 @@ pub(super) fn vgpu(state: &VgpuState) -> Check {
             SessionState::V4(s) => with_images(id, &s.objects, &s.images)?,
             SessionState::V5(s) => {
                 with_images(id, &s.objects, &s.images)?;
-                topology(id, &s.objects, &s.devices)?;
+                topology(id, &s.objects.contexts, &s.objects.queues, &s.devices)?;
             }
+            SessionState::V6(s) => parts(s)?,
         }
     }
     Ok(())
@@ -228,7 +246,12 @@ fn with_images(id: u64, objects: &SessionStateV2, images: &[ImageState]) -> Chec
 
 /// Checks sub-devices (each parent listed before its sub-devices) and the
 /// placements of contexts and queues (version 5).
-fn topology(session: u64, objects: &SessionStateV2, devices: &DeviceTopology) -> Check {
+fn topology(
+    session: u64,
+    contexts: &[ContextState],
+    queues: &[QueueState],
+    devices: &DeviceTopology,
+) -> Check {
     let subs = table(session, &devices.sub_devices)?;
     let mut earlier = HashSet::new();
     for sub in &devices.sub_devices {
@@ -257,7 +280,7 @@ fn topology(session: u64, objects: &SessionStateV2, devices: &DeviceTopology) ->
             target,
         })
     };
-    let contexts = table(session, &objects.contexts)?;
+    let contexts = table(session, contexts)?;
     for placed in &devices.contexts {
         if !contexts.contains_key(&placed.object) || placed.devices.is_empty() {
             return Err(StateError::BadId {
@@ -270,7 +293,7 @@ fn topology(session: u64, objects: &SessionStateV2, devices: &DeviceTopology) ->
             device("context", placed.object, d)?;
         }
     }
-    let queues = table(session, &objects.queues)?;
+    let queues = table(session, queues)?;
     for placed in &devices.queues {
         if !queues.contains_key(&placed.object) || placed.devices.len() != 1 {
             return Err(StateError::BadId {
@@ -282,6 +305,80 @@ fn topology(session: u64, objects: &SessionStateV2, devices: &DeviceTopology) ->
         device("queue", placed.object, placed.devices[0])?;
     }
     Ok(())
+}
+
+/// Checks each executor's part on its own, and that the contents table
+/// lists every streamed object of every part exactly once (version 6).
+fn parts(s: &SessionStateV6) -> Check {
+    let sid = s.id;
+    let mut kinds = HashSet::new();
+    let mut expected: std::collections::BTreeMap<(u32, ObjectId), (u64, bool)> =
+        std::collections::BTreeMap::new();
+    for (index, part) in s.parts.iter().enumerate() {
+        if !kinds.insert(part.kind()) {
+            return Err(StateError::DuplicatePart {
+                session: sid,
+                kind: part.kind(),
+            });
+        }
+        match part {
+            ExecutorState::OpenCl(o) => {
+                let o = o.newest();
+                opencl(&OpenCl {
+                    id: sid,
+                    contexts: &o.contexts,
+                    queues: &o.queues,
+                    buffers: &o.buffers,
+                    samplers: &o.samplers,
+                    programs: &o.programs,
+                    kernels: &o.kernels,
+                    events: &o.events,
+                    pending: &o.pending,
+                    images: &o.images,
+                })?;
+                topology(sid, &o.contexts, &o.queues, &o.devices)?;
+            }
+            ExecutorState::Cuda(c) => cuda(sid, c.newest())?,
+        }
+        let index = index as u32;
+        for (object, size) in part.streamed() {
+            if expected.insert((index, object), (size, false)).is_some() {
+                return Err(StateError::MissingContent {
+                    session: sid,
+                    part: index,
+                    object,
+                });
+            }
+        }
+    }
+    let mut keys = HashSet::new();
+    for c in &s.contents {
+        if c.key == 0 || !keys.insert(c.key) {
+            return Err(StateError::StreamedId {
+                session: sid,
+                id: c.key,
+            });
+        }
+        match expected.get_mut(&(c.part, c.object)) {
+            Some((size, seen)) if *size == c.size && !*seen => *seen = true,
+            _ => {
+                return Err(StateError::BadContent {
+                    session: sid,
+                    key: c.key,
+                    part: c.part,
+                    object: c.object,
+                })
+            }
+        }
+    }
+    match expected.iter().find(|(_, (_, seen))| !seen) {
+        Some((&(part, object), _)) => Err(StateError::MissingContent {
+            session: sid,
+            part,
+            object,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Checks a session's OpenCL and CUDA objects (version 2 and later).

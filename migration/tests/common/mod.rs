@@ -256,6 +256,40 @@ pub fn rich_state() -> VgpuState {
     .into()
 }
 
+/// `rich_state` in session state version 6, its first session with a CUDA
+/// part too (an allocation and a global, contents keyed apart from the
+/// OpenCL buffers').
+pub fn parts_state() -> VgpuState {
+    let VgpuState::V1(mut state) = rich_state();
+    let mut sessions: Vec<SessionStateV6> = state
+        .sessions
+        .into_iter()
+        .map(SessionState::latest)
+        .collect();
+    let cuda = CudaSessionState {
+        contexts: vec![CudaContextState {
+            id: 100,
+            guest: guest(1, 1),
+            flags: 0,
+        }],
+        allocations: vec![CudaAllocationState {
+            id: 100,
+            address: 0x2000_0000_0000,
+            size: 4096,
+        }],
+        ..Default::default()
+    };
+    sessions[0].parts.push(cuda.into());
+    sessions[0].contents.push(ContentState {
+        key: 1,
+        part: 1,
+        object: 100,
+        size: 4096,
+    });
+    state.sessions = sessions.into_iter().map(SessionState::V6).collect();
+    state.into()
+}
+
 /// A state of one session with one buffer per size given (ids 1, 2, ...).
 pub fn buffers_state(sizes: &[u64]) -> VgpuState {
     let buffers = sizes

@@ -148,31 +148,22 @@ impl Executor for CudaExecutor {
         Box::new(CudaSession::new(self.shared.clone()))
     }
 
-    /// Rebuilds a session's CUDA objects (a state without any gives an
-    /// empty session).
+    fn kind(&self) -> Option<vgpu_migration::ExecutorKind> {
+        Some(vgpu_migration::ExecutorKind::Cuda)
+    }
+
+    /// Rebuilds a session's CUDA objects.
     fn restore_session(
         &self,
-        state: &vgpu_migration::SessionState,
+        state: &vgpu_migration::ExecutorState,
     ) -> Result<super::RestoredSession, super::SnapshotError> {
-        match state {
-            vgpu_migration::SessionState::V1(_) => Ok(super::RestoredSession {
-                session: self.open_session(),
-                sinks: Default::default(),
-            }),
-            vgpu_migration::SessionState::V2(state)
-            | vgpu_migration::SessionState::V3(vgpu_migration::SessionStateV3 {
-                objects: state,
-                ..
-            })
-            | vgpu_migration::SessionState::V4(vgpu_migration::SessionStateV4 {
-                objects: state,
-                ..
-            })
-            | vgpu_migration::SessionState::V5(vgpu_migration::SessionStateV5 {
-                objects: state,
-                ..
-            }) => snapshot::restore(self.shared.clone(), state),
-        }
+        let vgpu_migration::ExecutorState::Cuda(state) = state else {
+            return Err(super::SnapshotError::WrongKind {
+                given: state.kind(),
+                here: vgpu_migration::ExecutorKind::Cuda,
+            });
+        };
+        snapshot::restore(self.shared.clone(), state.newest())
     }
 }
 

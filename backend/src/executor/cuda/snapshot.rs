@@ -371,13 +371,7 @@ impl CudaSession {
         }
 
         Ok(SavedSession {
-            state: m::SessionStateV2 {
-                id,
-                protocol_version: 1,
-                cuda: Some(cuda),
-                ..Default::default()
-            }
-            .into(),
+            state: cuda.into(),
             buffers,
             drain,
         })
@@ -460,15 +454,9 @@ fn check_device(
 /// arrive afterwards through the returned sinks.
 pub(super) fn restore(
     shared: Arc<DeviceShared>,
-    saved: &m::SessionStateV2,
+    cuda: &m::CudaSessionState,
 ) -> Result<RestoredSession, SnapshotError> {
     let mut session = CudaSession::new(shared.clone());
-    let Some(cuda) = &saved.cuda else {
-        return Ok(RestoredSession {
-            session: Box::new(session),
-            sinks: HashMap::new(),
-        });
-    };
     let built = check_device(cuda, &shared, &device(&shared)).and_then(|()| session.rebuild(cuda));
     let _ = set_current(std::ptr::null_mut());
     let sinks = built?;

@@ -213,6 +213,14 @@ impl Executor for OpenClExecutor {
         (0x1000..0x2000).contains(&opcode)
     }
 
+    fn kind(&self) -> Option<vgpu_migration::ExecutorKind> {
+        Some(vgpu_migration::ExecutorKind::OpenCl)
+    }
+
+    fn holds_profile(&self) -> bool {
+        true
+    }
+
     fn identity(&self) -> vgpu_migration::DeviceIdentity {
         profile::device_identity(self.platform, self.device)
     }
@@ -230,29 +238,16 @@ impl Executor for OpenClExecutor {
 
     fn restore_session(
         &self,
-        state: &vgpu_migration::SessionState,
+        state: &vgpu_migration::ExecutorState,
     ) -> Result<super::RestoredSession, super::SnapshotError> {
-        // A newer session state carries the OpenCL objects beside others.
-        let images = state.images();
-        let devices = state.devices();
-        let state = match state {
-            vgpu_migration::SessionState::V1(state) => std::borrow::Cow::Borrowed(state),
-            vgpu_migration::SessionState::V2(state)
-            | vgpu_migration::SessionState::V3(vgpu_migration::SessionStateV3 {
-                objects: state,
-                ..
-            })
-            | vgpu_migration::SessionState::V4(vgpu_migration::SessionStateV4 {
-                objects: state,
-                ..
-            })
-            | vgpu_migration::SessionState::V5(vgpu_migration::SessionStateV5 {
-                objects: state,
-                ..
-            }) => std::borrow::Cow::Owned(state.opencl()),
+        let vgpu_migration::ExecutorState::OpenCl(state) = state else {
+            return Err(super::SnapshotError::WrongKind {
+                given: state.kind(),
+                here: vgpu_migration::ExecutorKind::OpenCl,
+            });
         };
         let session = self.new_session();
-        session.restore_session(&state, images, devices, &self.identity())
+        session.restore_session(state.newest(), &self.identity())
     }
 
     fn open_session(&self) -> Box<dyn ExecSession> {

@@ -269,10 +269,10 @@ impl ExecSession for OpenClSession {
 
     fn save(
         &mut self,
-        id: u64,
+        _id: u64,
     ) -> Result<crate::executor::SavedSession, crate::executor::SnapshotError> {
         let device = super::profile::device_identity(self.platform, self.device);
-        self.save_session(id, &device)
+        self.save_session(&device)
     }
 
     fn may_wait_on_the_guest(&self) -> bool {

@@ -191,7 +191,6 @@ impl OpenClSession {
 
     pub(super) fn save_session(
         &mut self,
-        id: u64,
         device: &m::DeviceIdentity,
     ) -> Result<SavedSession, SnapshotError> {
         // SVM addresses are device addresses the guest keeps in its own
@@ -235,11 +234,7 @@ impl OpenClSession {
             events.guest(h, o, r);
         }
 
-        let mut state = m::SessionStateV1 {
-            id,
-            protocol_version: 1,
-            ..Default::default()
-        };
+        let mut state = m::OpenClStateV1::default();
         // Kernels first: they may pull in hidden programs and buffers.
         let mut i = 0;
         while i < kernels.order.len() {
@@ -409,28 +404,10 @@ impl OpenClSession {
                 Box::new(super::image::ImageContents::new(mem.clone(), queue)),
             ));
         }
-        // Version 4 only where there are images, 5 only where there are
-        // sub-devices (see `vgpu_migration::state`).
-        let state = if !topology.is_empty() {
-            m::SessionStateV5 {
-                objects: state.into(),
-                last_seq: 0,
-                images,
-                devices: topology,
-            }
-            .into()
-        } else if images.is_empty() {
-            m::SessionState::V1(state)
-        } else {
-            m::SessionStateV4 {
-                objects: state.into(),
-                last_seq: 0,
-                images,
-            }
-            .into()
-        };
+        state.images = images;
+        state.devices = topology;
         Ok(SavedSession {
-            state,
+            state: state.into(),
             buffers,
             drain,
         })
@@ -440,17 +417,15 @@ impl OpenClSession {
     /// arrive afterwards through the returned sinks.
     pub(super) fn restore_session(
         mut self,
-        saved: &m::SessionStateV1,
-        images: &[m::ImageState],
-        topology: Option<&m::DeviceTopology>,
+        saved: &m::OpenClStateV1,
         device: &m::DeviceIdentity,
     ) -> Result<RestoredSession, SnapshotError> {
+        let images = &saved.images;
+        let topology = &saved.devices;
         let fail = |what: &str, id: u64| {
             let what = what.to_string();
             move |status: Status| SnapshotError::Rebuild { what, id, status }
         };
-        let root_only = m::DeviceTopology::default();
-        let topology = topology.unwrap_or(&root_only);
         let subs = self.restore_sub_devices(topology)?;
         let mut contexts: HashMap<u64, Arc<ContextEntry>> = HashMap::new();
         for c in &saved.contexts {

@@ -9,8 +9,17 @@ use std::io::{BufReader, BufWriter};
 use std::process::ExitCode;
 
 use vgpu_migration::{
-    CudaArch, Item, SessionState, SessionStateV3, StreamReader, StreamWriter, VgpuState,
+    CudaArch, CudaSessionState, CudaState, ExecutorState, Item, SessionState, StreamReader,
+    StreamWriter, VgpuState,
 };
+
+/// The session's CUDA part, if it has one.
+fn cuda_part(parts: &mut [ExecutorState]) -> Option<&mut CudaSessionState> {
+    parts.iter_mut().find_map(|p| match p {
+        ExecutorState::Cuda(CudaState::V1(c)) => Some(c),
+        _ => None,
+    })
+}
 
 fn summary(path: &str) -> Result<(), String> {
     let file = File::open(path).map_err(|e| format!("{path}: {e}"))?;
@@ -21,9 +30,9 @@ fn summary(path: &str) -> Result<(), String> {
                 let VgpuState::V1(state) = *state;
                 for session in &state.sessions {
                     let version = session.version();
-                    let s = session.clone().latest();
+                    let mut s = session.clone().latest();
                     print!("session {} (state v{version}):", s.id);
-                    match &s.cuda {
+                    match cuda_part(&mut s.parts) {
                         None => println!(" no CUDA objects"),
                         Some(c) => {
                             println!(
@@ -81,19 +90,15 @@ fn retarget(input: &str, output: &str, sm: u32) -> Result<(), String> {
             Item::State(state) => {
                 let VgpuState::V1(mut state) = *state;
                 for session in state.sessions.iter_mut() {
-                    let last_seq = session.last_seq();
                     let mut s = session.clone().latest();
-                    for m in s.cuda.iter_mut().flat_map(|c| c.modules.iter_mut()) {
+                    for m in cuda_part(&mut s.parts)
+                        .into_iter()
+                        .flat_map(|c| c.modules.iter_mut())
+                    {
                         m.ptx_target = None;
                         m.cubin_archs = vec![CudaArch::from_sm(sm)];
                     }
-                    *session = match last_seq {
-                        Some(last_seq) => SessionState::V3(SessionStateV3 {
-                            objects: s,
-                            last_seq,
-                        }),
-                        None => SessionState::V2(s),
-                    };
+                    *session = SessionState::V6(s);
                 }
                 writer
                     .write_state(&VgpuState::V1(state))
