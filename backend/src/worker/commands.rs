@@ -119,7 +119,7 @@ pub fn run(
             let offered = registry
                 .executors()
                 .iter()
-                .find(|e| e.serves(0x1001))
+                .find(|e| e.kind() == Some(vgpu_migration::ExecutorKind::OpenCl))
                 .map(|e| e.capacity())
                 .ok_or_else(|| {
                     ErrorReply::new(ErrorCode::NoDevice, "this backend serves no OpenCL device")
@@ -334,16 +334,19 @@ pub fn metrics(registry: &Registry) -> MetricsReply {
 }
 
 /// This worker's per-device counters, one device per API: the first
-/// executor that serves a call of it.
+/// executor of its kind.
 pub fn device_figures(registry: &Registry, memory_used: u64) -> Vec<DeviceFigures> {
-    let probes = [0x1001, vgpu_protocol::opcode::CuLaunchKernel];
+    let kinds = [
+        vgpu_migration::ExecutorKind::OpenCl,
+        vgpu_migration::ExecutorKind::Cuda,
+    ];
     let executors = registry.executors();
     crate::vgpu::metrics::APIS
         .iter()
-        .zip(probes)
+        .zip(kinds)
         .zip(&crate::vgpu::metrics::DEVICES)
-        .filter_map(|((api, probe), c)| {
-            let executor = executors.iter().find(|e| e.serves(probe))?;
+        .filter_map(|((api, kind), c)| {
+            let executor = executors.iter().find(|e| e.kind() == Some(kind))?;
             Some(DeviceFigures {
                 api: api.to_string(),
                 device: executor.describe(),

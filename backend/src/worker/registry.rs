@@ -89,7 +89,10 @@ impl Registry {
             reports.push(report);
         }
         let mut executors = self.executors.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(slot) = executors.iter_mut().find(|e| e.serves(0x1001)) {
+        if let Some(slot) = executors
+            .iter_mut()
+            .find(|e| e.kind() == Some(vgpu_migration::ExecutorKind::OpenCl))
+        {
             *slot = to;
         }
         log::info!("front-end {} re-homed to {selector}", self.id);

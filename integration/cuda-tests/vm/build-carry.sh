@@ -7,8 +7,9 @@
 #
 #   integration/cuda-tests/vm/build-carry.sh CARRY_DIR
 #
-# CARRY_DIR gets vm.tar.xz and run-vm.sh; on the GPU machine:
+# CARRY_DIR gets vm.tar.xz, run-vm.sh and migrate-vm.sh; on the GPU machine:
 #   bash CARRY_DIR/run-vm.sh CARRY_DIR OUT_DIR
+#   bash CARRY_DIR/migrate-vm.sh CARRY_DIR OUT_DIR
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
@@ -51,13 +52,13 @@ src=$repo/integration/cuda-tests
 	nvcc -ptx -arch=sm_90 "$src/kernels.cu" -o kernels.ptx
 	nvcc -fatbin -gencode arch=compute_90,code='[sm_90,compute_90]' "$src/kernels.cu" -o kernels.fatbin
 	nvcc -cubin -arch=sm_90 "$src/kernels.cu" -o kernels.cubin
-	for p in vecadd matmul streams async_copies host_funcs overlap globals; do
+	for p in vecadd matmul streams async_copies host_funcs overlap globals checkpoint_loop; do
 		nvcc -O2 -I"$src" -o $p "$src/$p.c" -L"$cu/lib" -L"$work/link" -lcuda
 	done
 	clients=$repo/guest-driver/cuda/trace/clients
 	nvcc -L"$cu/lib" -o vecadd_static "$clients/vecadd.cu"
 	nvcc -L"$cu/lib" -cudart shared -o vecadd_shared "$clients/vecadd.cu"
-	install -m 0755 "$here/guest-suite.sh" "$here/tests.sh" .
+	install -m 0755 "$here/guest-suite.sh" "$here/tests.sh" "$here/loop.sh" .
 )
 install -m 0755 "$work/bin/libvgpu_cuda.so" "$work/guest/usr/lib/x86_64-linux-gnu/libcuda.so.1"
 install -m 0755 "$cu/lib/libcudart.so.13" "$work/guest/usr/lib/x86_64-linux-gnu/"
@@ -82,5 +83,5 @@ cp -a "$progs/." "$vm/cuda/"
 cp "$cu/lib/libcudart.so.13" "$vm/cudart/"
 cp "$work/bin/"* "$vm/"
 tar -C "$work" -cJf "$carry/vm.tar.xz" vm
-install -m 0755 "$here/run-vm.sh" "$carry/"
+install -m 0755 "$here/run-vm.sh" "$here/migrate-vm.sh" "$carry/"
 ls -l "$carry" >&2
