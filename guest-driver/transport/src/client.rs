@@ -4,7 +4,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use vgpu_protocol::frame::{
-    BatchBuilder, BATCH_FLAG_STRICT, PROTOCOL_VERSION, RECORD_HEADER_LEN, REPLY_HEADER_LEN,
+    BatchBuilder, BATCH_FLAG_STRICT, BATCH_HEADER_LEN, PROTOCOL_VERSION, RECORD_HEADER_LEN,
+    REPLY_HEADER_LEN,
 };
 use vgpu_protocol::messages::{OpenSession, SessionOpened, SESSION_FLAG_PEER_MEMORY};
 use vgpu_protocol::{decode_reply, DataRef, Request, Status, Wire};
@@ -157,9 +158,8 @@ impl Client {
             return self.call(request).map(drop);
         }
         let mut inner = self.lock();
-        inner.make_room_for(self.session, &request)?;
         let seq = inner.take_seq();
-        inner.pending.push(seq, &request);
+        inner.push_deferred(self.session, seq, &request)?;
         if inner.pending.len() >= MAX_PENDING_MESSAGES
             || inner.pending.encoded_len() >= MAX_PENDING_BYTES
         {
@@ -406,6 +406,31 @@ impl Inner {
 
     /// Submits what is pending when `request` would not fit beside it in one
     /// request stream; refuses a request that fits in none.
+    /// Appends a deferred message, encoding it once: when it makes the
+    /// batch too large for the transport, it is taken out again, the batch
+    /// is sent, and it starts the next one.
+    fn push_deferred(&mut self, session: u64, seq: u64, request: &Request) -> Result<(), Status> {
+        let mark = self.pending.mark();
+        let before = self.pending.encoded_len();
+        self.pending.push(seq, request);
+        let max = self.transport.max_request_len();
+        if self.pending.encoded_len() <= max {
+            return Ok(());
+        }
+        let alone = self.pending.encoded_len() - before + BATCH_HEADER_LEN;
+        self.pending.truncate(mark);
+        if alone > max {
+            log::error!(
+                "a {} message of {alone} bytes exceeds the device's request limit of {max} bytes",
+                request.name(),
+            );
+            return Err(Status::OUT_OF_RESOURCES);
+        }
+        self.post(session)?;
+        self.pending.push(seq, request);
+        Ok(())
+    }
+
     fn make_room_for(&mut self, session: u64, request: &Request) -> Result<(), Status> {
         let mut probe = BatchBuilder::new(0);
         probe.push(0, request);
