@@ -25,6 +25,8 @@ pub enum Question {
     BlocksPerSm(u32, u64, u32),
     /// Potential block size: dynamic shared memory, block size limit, flags.
     PotentialBlockSize(u64, u32, u32),
+    /// Active clusters: grid, block, dynamic shared memory, cluster shape.
+    ActiveClusters([u32; 3], [u32; 3], u32, [u32; 3]),
 }
 
 /// The device's answers, by function and question: (value, second value).

@@ -4,7 +4,7 @@
 
 use std::ffi::{c_int, c_uint, c_void};
 
-use vgpu_protocol::cuda::{CuIntReply, MAX_PARAM_BUFFER};
+use vgpu_protocol::cuda::MAX_PARAM_BUFFER;
 use vgpu_protocol::messages::{
     CuLaunchKernel, CuOccupancyMaxActiveBlocks, CuOccupancyMaxPotentialBlockSize,
 };
@@ -217,16 +217,18 @@ entry! {
                 }
             }
         }
-        let reply: CuIntReply = decode(&rt.call(Request::CuOccupancyMaxActiveClusters(
-            vgpu_protocol::messages::CuOccupancyMaxActiveClusters {
-                function: super::library::kernel_function(handle(f))?,
+        let function = super::library::kernel_function(handle(f))?;
+        let question = Question::ActiveClusters(config.grid, config.block, config.shared_mem, cluster);
+        let (value, _) = rt.ask_function(function, question, || {
+            Request::CuOccupancyMaxActiveClusters(vgpu_protocol::messages::CuOccupancyMaxActiveClusters {
+                function,
                 grid: config.grid,
                 block: config.block,
                 shared_mem: config.shared_mem,
                 cluster,
-            },
-        ))?)?;
-        put(clusters, reply.value)
+            })
+        })?;
+        put(clusters, value)
     }
 }
 
