@@ -301,6 +301,11 @@ impl LoopbackDevice {
         Ok(head)
     }
 
+    /// Whether the submit queue has a used element waiting (never blocks).
+    pub fn has_used(&self) -> bool {
+        self.submit.ring.has_used()
+    }
+
     /// Waits for the next used element of the submit queue, whatever its
     /// head. `None` timeout waits forever; returns `Ok(None)` on timeout.
     /// Fails with `ConnectionAborted` when the backend closes the socket.
