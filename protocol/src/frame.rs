@@ -153,6 +153,13 @@ pub fn scan_opcodes(bytes: &[u8]) -> Vec<u32> {
     opcodes
 }
 
+/// A point in a [`BatchBuilder`]'s stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchMark {
+    len: usize,
+    count: u32,
+}
+
 /// Builds a request stream (guest side).
 #[derive(Debug)]
 pub struct BatchBuilder {
@@ -181,6 +188,21 @@ impl BatchBuilder {
     /// Encoded size so far, batch header included.
     pub fn encoded_len(&self) -> usize {
         BATCH_HEADER_LEN + self.body.bytes.len()
+    }
+
+    /// Where the batch ends now, for [`BatchBuilder::truncate`].
+    pub fn mark(&self) -> BatchMark {
+        BatchMark {
+            len: self.body.bytes.len(),
+            count: self.count,
+        }
+    }
+
+    /// Drops the messages pushed after `mark` (one that turned out not to
+    /// fit, so a message is encoded once rather than measured first).
+    pub fn truncate(&mut self, mark: BatchMark) {
+        self.body.bytes.truncate(mark.len);
+        self.count = mark.count;
     }
 
     pub fn push(&mut self, seq: u64, request: &Request) {

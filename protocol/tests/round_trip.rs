@@ -76,6 +76,22 @@ fn batch_round_trips_every_message() {
 }
 
 #[test]
+fn truncating_to_a_mark_drops_only_the_later_messages() {
+    let requests = sample_requests();
+    let mut whole = BatchBuilder::new(0);
+    let mut undone = BatchBuilder::new(0);
+    whole.push(0, &requests[0]);
+    undone.push(0, &requests[0]);
+    let mark = undone.mark();
+    for (seq, req) in requests.iter().enumerate().skip(1) {
+        undone.push(seq as u64, req);
+    }
+    undone.truncate(mark);
+    assert_eq!(undone.len(), 1);
+    assert_eq!(undone.finish(7, 64), whole.finish(7, 64));
+}
+
+#[test]
 fn decode_rejects_truncated_header() {
     let bytes = BatchBuilder::new(0).finish(1, 64);
     assert!(decode(&bytes[..BATCH_HEADER_LEN - 1]).is_err());

@@ -28,10 +28,13 @@ fn start_logging() {
 }
 
 /// Runs an entry point's body.
-pub fn guard(name: &str, f: impl FnOnce() -> CuResult<()>) -> CUresult {
+pub fn guard(name: &'static str, f: impl FnOnce() -> CuResult<()>) -> CUresult {
     start_logging();
     log::trace!("{name}");
-    match catch_unwind(AssertUnwindSafe(f)) {
+    let started = crate::trace::start();
+    let outcome = catch_unwind(AssertUnwindSafe(f));
+    crate::trace::done(started, crate::trace::Kind::Entry, name);
+    match outcome {
         Ok(Ok(())) => result::SUCCESS,
         Ok(Err(code)) => {
             log::debug!("{name}: CUresult {code}");

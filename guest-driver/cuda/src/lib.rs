@@ -11,14 +11,18 @@
 //! - `image`: how long a module image is, given only its address;
 //! - `order`: the order and progress of stream work (vector clocks), which
 //!   answers queries locally and says which asynchronous copies landed;
+//! - `function_answers`: function attributes and occupancy, asked once;
 //! - `heap`: page-locked allocations in the transport's shared heap;
 //! - `mapped`: mapped host memory and the device memory standing for it;
+//! - `trace`: per-call counts and times (`VGPU_CUDA_TRACE`), for profiling;
 //! - `api/`: one file per area of the driver API.
 
 pub mod api;
 pub mod ffi;
+pub mod function_answers;
 pub mod heap;
 pub mod image;
 pub mod mapped;
 pub mod order;
 pub mod runtime;
+pub mod trace;

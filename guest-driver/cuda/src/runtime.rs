@@ -9,12 +9,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use vgpu_protocol::cuda::{to_cuda_result, CuDeviceInfoReply, CuInitReply};
+use vgpu_protocol::cuda::{to_cuda_result, CuDeviceInfoReply, CuInitReply, CuIntReply};
 use vgpu_protocol::messages::{CuDeviceInfo, CuInit, CuMemcpyDtoH, CuMemcpyHtoD};
 use vgpu_protocol::{Request, Status, Wire};
 use vgpu_transport::Client;
 
 use crate::ffi::{result, CuResult};
+use crate::function_answers::{FunctionAnswers, Question};
 use crate::mapped::MappedRegions;
 
 /// A kernel's parameters as (offset, size), and the packed buffer's size.
@@ -63,6 +64,8 @@ pub struct Runtime {
     pub mapped: Mutex<MappedRegions>,
     /// Whether `mapped` holds anything (read on every call).
     any_mapped: AtomicBool,
+    /// Attributes and occupancy of functions, asked once each.
+    pub function_answers: Mutex<FunctionAnswers>,
 }
 
 static RUNTIME: OnceLock<Result<Runtime, i32>> = OnceLock::new();
@@ -96,6 +99,7 @@ fn connect() -> Result<Runtime, i32> {
         order: Mutex::new(crate::order::Order::default()),
         mapped: Mutex::new(MappedRegions::default()),
         any_mapped: AtomicBool::new(false),
+        function_answers: Mutex::new(FunctionAnswers::default()),
     })
 }
 
@@ -145,7 +149,11 @@ impl Runtime {
     pub fn call(&self, request: Request) -> CuResult<Vec<u8>> {
         self.mapped_to_device()?;
         let waited = waits_for_device(&request);
-        let payload = self.client.call(request).map_err(to_cuda_result)?;
+        let name = request.name();
+        let started = crate::trace::start();
+        let payload = self.client.call(request);
+        crate::trace::done(started, crate::trace::Kind::RoundTrip, name);
+        let payload = payload.map_err(to_cuda_result)?;
         self.deferred()?;
         if waited {
             self.mapped_to_host()?;
@@ -156,7 +164,11 @@ impl Runtime {
     /// A batched call.
     pub fn defer(&self, request: Request) -> CuResult<()> {
         self.mapped_to_device()?;
-        self.client.defer(request).map_err(to_cuda_result)
+        let name = request.name();
+        let started = crate::trace::start();
+        let deferred = self.client.defer(request);
+        crate::trace::queued(started, name);
+        deferred.map_err(to_cuda_result)
     }
 
     /// Records a mapped range (`mapped.rs`); false if it overlaps one.
@@ -188,6 +200,7 @@ impl Runtime {
         for t in unsafe { mapped.changed_on_host() } {
             // SAFETY: as above; the lock is held until the bytes are queued.
             let data = unsafe { std::slice::from_raw_parts(t.host as *const u8, t.len) };
+            crate::trace::batched("mapped: CuMemcpyHtoD");
             self.client
                 .defer_with_out(data, |data, start| {
                     Request::CuMemcpyHtoD(CuMemcpyHtoD {
@@ -213,16 +226,21 @@ impl Runtime {
             // SAFETY: a range in the table is writable host memory until it
             // is taken out under this lock, which is held here.
             let buf = unsafe { std::slice::from_raw_parts_mut(t.host as *mut u8, t.len) };
-            self.client
-                .call_with_in(buf, |data, start| {
-                    Request::CuMemcpyDtoH(CuMemcpyDtoH {
-                        ctx: t.ctx,
-                        stream: 0,
-                        src: t.device + start,
-                        data,
-                    })
+            let started = crate::trace::start();
+            let copied = self.client.call_with_in(buf, |data, start| {
+                Request::CuMemcpyDtoH(CuMemcpyDtoH {
+                    ctx: t.ctx,
+                    stream: 0,
+                    src: t.device + start,
+                    data,
                 })
-                .map_err(to_cuda_result)?;
+            });
+            crate::trace::done(
+                started,
+                crate::trace::Kind::RoundTrip,
+                "mapped: CuMemcpyDtoH",
+            );
+            copied.map_err(to_cuda_result)?;
             // SAFETY: as above.
             unsafe { mapped.agreed(t.host) };
         }
@@ -235,6 +253,24 @@ impl Runtime {
             Some(status) => Err(to_cuda_result(status)),
             None => Ok(()),
         }
+    }
+
+    /// The device's answer (value, second value) to `question` about
+    /// `function`: asked with `request` the first time, then kept
+    /// (`function_answers.rs`).
+    pub fn ask_function(
+        &self,
+        function: u64,
+        question: Question,
+        request: impl FnOnce() -> Request,
+    ) -> CuResult<(i32, i32)> {
+        if let Some(answer) = lock(&self.function_answers).get(function, question) {
+            return Ok(answer);
+        }
+        let reply: CuIntReply = decode(&self.call(request())?)?;
+        let answer = (reply.value, reply.second);
+        lock(&self.function_answers).insert(function, question, answer);
+        Ok(answer)
     }
 
     /// Everything the device said about itself (cached).

@@ -4,8 +4,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use vgpu_protocol::frame::{
-    BatchBuilder, BATCH_FLAG_STRICT, PROTOCOL_VERSION, RECORD_HEADER_LEN, REPLY_HEADER_LEN,
+    BatchBuilder, BATCH_FLAG_STRICT, BATCH_HEADER_LEN, PROTOCOL_VERSION, RECORD_HEADER_LEN,
+    REPLY_HEADER_LEN,
 };
+use vgpu_protocol::limits::MAX_BATCH_COUNT;
 use vgpu_protocol::messages::{OpenSession, SessionOpened, SESSION_FLAG_PEER_MEMORY};
 use vgpu_protocol::{decode_reply, DataRef, Request, Status, Wire};
 
@@ -15,6 +17,11 @@ use crate::{Submission, Transport};
 const MAX_PENDING_MESSAGES: u32 = 1024;
 /// Request bytes or staged data that trigger a submit on their own.
 const MAX_PENDING_BYTES: usize = 1 << 20;
+/// While the batch before is still running, a full batch grows up to the
+/// protocol's message count and this many request bytes before the
+/// program waits for the device (see `Inner::post_when_full`).
+const MAX_GROWN_MESSAGES: u32 = MAX_BATCH_COUNT;
+const MAX_GROWN_BYTES: usize = 4 << 20;
 /// Reply room reserved for the payload of a synchronous call.
 pub const DEFAULT_REPLY_ROOM: usize = 256 << 10;
 /// Deferred out-data larger than this is sent at once instead of copied.
@@ -157,15 +164,9 @@ impl Client {
             return self.call(request).map(drop);
         }
         let mut inner = self.lock();
-        inner.make_room_for(self.session, &request)?;
         let seq = inner.take_seq();
-        inner.pending.push(seq, &request);
-        if inner.pending.len() >= MAX_PENDING_MESSAGES
-            || inner.pending.encoded_len() >= MAX_PENDING_BYTES
-        {
-            inner.post(self.session)?;
-        }
-        Ok(())
+        inner.push_deferred(self.session, seq, &request)?;
+        inner.post_when_full(self.session)
     }
 
     /// Queues a call with bulk data, copied into the batch. Large data is
@@ -191,10 +192,7 @@ impl Client {
         let request = make(data, 0);
         let seq = inner.take_seq();
         inner.pending.push(seq, &request);
-        if inner.staging.len() >= MAX_PENDING_BYTES || inner.pending.len() >= MAX_PENDING_MESSAGES {
-            inner.post(self.session)?;
-        }
-        Ok(())
+        inner.post_when_full(self.session)
     }
 
     /// Submits the pending batch and this call; returns the call's reply
@@ -402,6 +400,56 @@ impl Inner {
             log::debug!("deferred call failed: {status}");
             self.deferred_error.get_or_insert(status);
         }
+    }
+
+    /// Sends the pending batch once it is full. When the batch before has
+    /// finished (or none is posted) that is at once; while it still runs,
+    /// the pending batch keeps growing, up to `MAX_GROWN_*`, and is sent by
+    /// the first deferral that finds it finished. The program goes on
+    /// encoding instead of sleeping until the device is done, and the
+    /// device finds the next batch waiting: with one batch posted at a
+    /// time, every wait and wake-up between two batches was time in which
+    /// the backend issued nothing.
+    fn post_when_full(&mut self, session: u64) -> Result<(), Status> {
+        let count = self.pending.len();
+        let request = self.pending.encoded_len();
+        let staged = self.staging.len();
+        if count < MAX_PENDING_MESSAGES && request < MAX_PENDING_BYTES && staged < MAX_PENDING_BYTES
+        {
+            return Ok(());
+        }
+        let at_limit = count >= MAX_GROWN_MESSAGES
+            || request >= MAX_GROWN_BYTES
+            || staged >= MAX_PENDING_BYTES;
+        if !at_limit && self.posted.is_some() && !self.transport.posted_finished() {
+            return Ok(());
+        }
+        self.post(session)
+    }
+
+    /// Appends a deferred message, encoding it once: when it makes the
+    /// batch too large for the transport, it is taken out again, the batch
+    /// is sent, and it starts the next one.
+    fn push_deferred(&mut self, session: u64, seq: u64, request: &Request) -> Result<(), Status> {
+        let mark = self.pending.mark();
+        let before = self.pending.encoded_len();
+        self.pending.push(seq, request);
+        let max = self.transport.max_request_len();
+        if self.pending.encoded_len() <= max {
+            return Ok(());
+        }
+        let alone = self.pending.encoded_len() - before + BATCH_HEADER_LEN;
+        self.pending.truncate(mark);
+        if alone > max {
+            log::error!(
+                "a {} message of {alone} bytes exceeds the device's request limit of {max} bytes",
+                request.name(),
+            );
+            return Err(Status::OUT_OF_RESOURCES);
+        }
+        self.post(session)?;
+        self.pending.push(seq, request);
+        Ok(())
     }
 
     /// Submits what is pending when `request` would not fit beside it in one

@@ -72,6 +72,13 @@ pub trait Transport: Send {
         Err(io::Error::other("no batch was posted"))
     }
 
+    /// Whether the posted batch has finished, so that
+    /// [`Transport::finish_posted`] would not wait; never blocks. The
+    /// default says yes (the caller then waits, as without it).
+    fn posted_finished(&mut self) -> bool {
+        true
+    }
+
     /// The backend reads and writes this process's memory itself
     /// (`SESSION_FLAG_PEER_MEMORY`): the transport may name large data
     /// where it lies instead of copying it. The default ignores it.

@@ -299,6 +299,11 @@ impl SplitRing {
         fence(Ordering::SeqCst);
     }
 
+    /// Whether the device returned an element not popped yet.
+    pub fn has_used(&self) -> bool {
+        u16::from_le(self.used_idx_atomic().load(Ordering::Acquire)) != self.last_used_idx
+    }
+
     /// The next used element, if the device returned one. Frees the chain's
     /// descriptors when the id is the head of a chain made by `add_chain`.
     pub fn pop_used(&mut self) -> Option<UsedElem> {

@@ -469,3 +469,17 @@ fn errors_of_a_posted_batch_surface_at_the_next_synchronization_point() {
     assert_eq!(client.flush(), Err(Status::INVALID_COMMAND_QUEUE));
     assert_eq!(client.flush(), Ok(()));
 }
+
+#[test]
+fn batches_grown_while_one_runs_stay_within_the_protocol_limit() {
+    let daemon = Daemon::start();
+    let client = Client::open(Box::new(daemon.loopback()), 1, false).expect("session opens");
+    // Far more deferred calls than one batch holds, queued faster than the
+    // backend answers them: full batches grow while the one before runs,
+    // and a batch over the protocol's message count would be refused.
+    for _ in 0..20_000 {
+        client.defer(Ping {}.into()).expect("deferred");
+    }
+    assert_eq!(client.call(Ping {}.into()), Ok(Vec::new()));
+    assert_eq!(client.take_deferred_error(), None);
+}

@@ -26,6 +26,7 @@ const REQUIRED: &[&str] = &[
     "cuCtxCreate_v4",
     "cuCtxDestroy_v2",
     "cuCtxSetCurrent",
+    "cuCtxGetCurrent",
     "cuCtxSynchronize",
     "cuMemGetInfo_v2",
     "cuMemGetAllocationGranularity",
@@ -187,6 +188,23 @@ pub fn set_cache_config(function: sys::CUfunction, config: u32) -> Result<(), St
 pub fn set_current(ctx: sys::CUcontext) -> Result<(), Status> {
     // SAFETY: `ctx` is a live context (or null, which unbinds).
     check(unsafe { sys::cuCtxSetCurrent(ctx) })
+}
+
+/// Makes `ctx` current on this thread unless it already is. The driver is
+/// asked rather than a cache kept: a session's calls run on whichever
+/// thread takes its batch (the vring thread, the session's worker, or a
+/// checkpoint's copier resuming held chains), and copiers and restores set
+/// contexts of their own on those threads; a cache that missed one of them
+/// launched a context's functions in another context
+/// (`CUDA_ERROR_INVALID_HANDLE`).
+pub fn make_current(ctx: sys::CUcontext) -> Result<(), Status> {
+    let mut now = std::ptr::null_mut();
+    // SAFETY: `now` is valid for writes.
+    check(unsafe { sys::cuCtxGetCurrent(&mut now) })?;
+    if now == ctx {
+        return Ok(());
+    }
+    set_current(ctx)
 }
 
 /// `cuCtxGetLimit` of the current context, the limit as a plain integer.

@@ -19,8 +19,9 @@ impl CudaSession {
     }
 
     /// Waits for everything issued in every context of the session. It
-    /// runs on the copier's thread, so it sets contexts directly and
-    /// leaves none current (the session thread's cache is not touched).
+    /// runs on the copier's thread, sets contexts directly and leaves none
+    /// current; chains the copier resumes on this thread afterwards make
+    /// their own context current (`driver::make_current` asks the driver).
     pub(super) fn synchronize_all(&self) -> Result<(), Status> {
         let contexts = self.contexts.entries().map(|(_, context, _)| context.raw);
         let result = std::iter::once(self.shared.primary)

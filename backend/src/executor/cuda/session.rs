@@ -10,7 +10,7 @@ use vgpu_protocol::cuda::{result, CuInitReply, CuMemInfoReply};
 use vgpu_protocol::{ObjectKind, Request, Status, Wire};
 
 use super::account::{check_context_flags, MemoryAccount};
-use super::driver::{check, set_current};
+use super::driver::{check, make_current, set_current};
 use super::memory::{Allocation, Ranges};
 use super::objects::*;
 use super::DeviceShared;
@@ -57,16 +57,14 @@ pub struct CudaSession {
     pub(super) readbacks: super::readback::Readbacks,
     /// Guest memory page-locked with the driver.
     pub(super) pinned: super::pinned::PinnedGuestMemory,
-    /// The context current on the session's thread, to skip redundant sets.
-    current: sys::CUcontext,
     /// When a kernel launch, or a write outside any allocation (a module
     /// global), last may have written the session's memory: a kernel
     /// writes through raw pointers, so it counts for every allocation.
     pub(super) written: Arc<crate::executor::written::WriteMark>,
 }
 
-// SAFETY: the raw context pointer is a cache of a driver handle; every
-// other field is Send.
+// SAFETY: the raw driver handles in the tables are usable from any thread
+// (each call makes its context current on the calling thread first).
 unsafe impl Send for CudaSession {}
 
 impl CudaSession {
@@ -88,7 +86,6 @@ impl CudaSession {
             image_charges: Default::default(),
             readbacks: Default::default(),
             pinned: Default::default(),
-            current: std::ptr::null_mut(),
             written: Default::default(),
         }
     }
@@ -108,13 +105,10 @@ impl CudaSession {
         relocate(&self.relocations, ptr)
     }
 
-    /// Makes a raw context current unless it already is.
+    /// Makes a raw context current on the calling thread unless it
+    /// already is (see `driver::make_current`).
     pub(super) fn make_current(&mut self, raw: sys::CUcontext) -> Result<(), Status> {
-        if self.current != raw {
-            set_current(raw)?;
-            self.current = raw;
-        }
-        Ok(())
+        make_current(raw)
     }
 
     /// Makes the guest's context `ctx` current.
@@ -143,11 +137,10 @@ impl CudaSession {
         check_context_flags(flags)?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: `raw` is valid for writes. The new context becomes current
-        // on this thread, which the cache below records.
+        // on this thread.
         check(unsafe {
             sys::cuCtxCreate_v4(&mut raw, std::ptr::null_mut(), flags, self.shared.device)
         })?;
-        self.current = raw;
         self.contexts.insert(handle, HostContext { raw, flags })?;
         Ok(())
     }
@@ -161,10 +154,9 @@ impl CudaSession {
         Ok(())
     }
 
-    /// After a context may have been destroyed, the cached current context
-    /// can be stale (and its address reused).
+    /// After a context may have been destroyed, nothing stays current
+    /// (its address could be reused by the next context).
     pub(super) fn forget_current(&mut self) {
-        self.current = std::ptr::null_mut();
         let _ = set_current(std::ptr::null_mut());
     }
 
@@ -312,12 +304,7 @@ impl ExecSession for CudaSession {
     fn live_buffers(
         &mut self,
     ) -> Result<Vec<Box<dyn crate::executor::BufferSource>>, crate::executor::SnapshotError> {
-        // No copy while a CUDA guest runs: on the H100 a PyTorch loop's
-        // launches failed with CUDA_ERROR_INVALID_HANDLE while the rounds
-        // copied its allocations (docs/gpu-runs/final-h100/). Everything
-        // is copied at the pause, as before live checkpoints.
-        let _ = Self::live_sources;
-        Ok(Vec::new())
+        Ok(self.live_sources())
     }
 
     fn settle(

@@ -4,13 +4,14 @@
 
 use std::ffi::{c_int, c_uint, c_void};
 
-use vgpu_protocol::cuda::{CuIntReply, MAX_PARAM_BUFFER};
+use vgpu_protocol::cuda::MAX_PARAM_BUFFER;
 use vgpu_protocol::messages::{
     CuLaunchKernel, CuOccupancyMaxActiveBlocks, CuOccupancyMaxPotentialBlockSize,
 };
 use vgpu_protocol::Request;
 
 use crate::ffi::{bytes, entry, get, handle, put, result, CuResult, Handle};
+use crate::function_answers::Question;
 use crate::runtime::{decode, require_context, rt, stream_handle, FunctionInfo};
 
 const PARAM_END: usize = 0;
@@ -216,16 +217,18 @@ entry! {
                 }
             }
         }
-        let reply: CuIntReply = decode(&rt.call(Request::CuOccupancyMaxActiveClusters(
-            vgpu_protocol::messages::CuOccupancyMaxActiveClusters {
-                function: super::library::kernel_function(handle(f))?,
+        let function = super::library::kernel_function(handle(f))?;
+        let question = Question::ActiveClusters(config.grid, config.block, config.shared_mem, cluster);
+        let (value, _) = rt.ask_function(function, question, || {
+            Request::CuOccupancyMaxActiveClusters(vgpu_protocol::messages::CuOccupancyMaxActiveClusters {
+                function,
                 grid: config.grid,
                 block: config.block,
                 shared_mem: config.shared_mem,
                 cluster,
-            },
-        ))?)?;
-        put(clusters, reply.value)
+            })
+        })?;
+        put(clusters, value)
     }
 }
 
@@ -236,15 +239,18 @@ fn blocks_per_sm(
     smem: usize,
     flags: c_uint,
 ) -> CuResult<()> {
-    let reply: CuIntReply = decode(&rt()?.call(Request::CuOccupancyMaxActiveBlocks(
-        CuOccupancyMaxActiveBlocks {
-            function: super::library::kernel_function(handle(f))?,
-            block_size: u32::try_from(block_size).map_err(|_| result::ERROR_INVALID_VALUE)?,
+    let function = super::library::kernel_function(handle(f))?;
+    let block_size = u32::try_from(block_size).map_err(|_| result::ERROR_INVALID_VALUE)?;
+    let question = Question::BlocksPerSm(block_size, smem as u64, flags);
+    let (value, _) = rt()?.ask_function(function, question, || {
+        Request::CuOccupancyMaxActiveBlocks(CuOccupancyMaxActiveBlocks {
+            function,
+            block_size,
             dynamic_smem: smem as u64,
             flags,
-        },
-    ))?)?;
-    put(blocks, reply.value)
+        })
+    })?;
+    put(blocks, value)
 }
 
 entry! {
@@ -275,16 +281,19 @@ fn potential_block_size(
         // A host callback cannot run on the backend.
         return Err(result::ERROR_NOT_SUPPORTED);
     }
-    let reply: CuIntReply = decode(&rt()?.call(Request::CuOccupancyMaxPotentialBlockSize(
-        CuOccupancyMaxPotentialBlockSize {
-            function: super::library::kernel_function(handle(f))?,
+    let function = super::library::kernel_function(handle(f))?;
+    let limit = u32::try_from(limit).map_err(|_| result::ERROR_INVALID_VALUE)?;
+    let question = Question::PotentialBlockSize(smem as u64, limit, flags);
+    let (grid, block_size) = rt()?.ask_function(function, question, || {
+        Request::CuOccupancyMaxPotentialBlockSize(CuOccupancyMaxPotentialBlockSize {
+            function,
             dynamic_smem: smem as u64,
-            block_size_limit: u32::try_from(limit).map_err(|_| result::ERROR_INVALID_VALUE)?,
+            block_size_limit: limit,
             flags,
-        },
-    ))?)?;
-    put(min_grid, reply.value)?;
-    put(block, reply.second)
+        })
+    })?;
+    put(min_grid, grid)?;
+    put(block, block_size)
 }
 
 entry! {

@@ -31,6 +31,7 @@ pub(crate) fn copy_to_device(dst: u64, src: *const c_void, n: usize, stream: u64
         return Ok(());
     }
     rt.on_stream(ctx, stream, |_, _| {
+        crate::trace::batched("CuMemcpyHtoD (or a round trip if large)");
         rt.client
             .defer_with_out(data, |data, start| {
                 Request::CuMemcpyHtoD(CuMemcpyHtoD {
@@ -73,7 +74,10 @@ pub(crate) fn copy_to_host(
         // Registered with the backend's driver: it copies in place, in the
         // stream's time, and answers at once.
         rt.on_stream(ctx, stream, |_, _| {
-            rt.client.call_with_in(buf, request).map_err(cuda_status)
+            crate::trace::round_trip("CuMemcpyDtoH (async, page-locked heap)", || {
+                rt.client.call_with_in(buf, request)
+            })
+            .map_err(cuda_status)
         })?;
         return rt.deferred();
     }
@@ -91,7 +95,8 @@ pub(crate) fn copy_to_host(
         stream,
         |order, _| Ok(order.stream_horizon(ctx, stream)),
     )?;
-    rt.client.call_with_in(buf, request).map_err(cuda_status)?;
+    crate::trace::round_trip("CuMemcpyDtoH", || rt.client.call_with_in(buf, request))
+        .map_err(cuda_status)?;
     rt.deferred()?;
     super::readback::reached(rt, &horizon)?;
     rt.mapped_to_host()

@@ -6,7 +6,7 @@
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::Arc;
 
-use vgpu_protocol::cuda::{unpack_param, CuFunctionReply, CuIntReply, CuRangeReply, IMAGE_CHUNK};
+use vgpu_protocol::cuda::{unpack_param, CuFunctionReply, CuRangeReply, IMAGE_CHUNK};
 use vgpu_protocol::messages::{
     CuFuncGetAttribute, CuFuncSetAttribute, CuFuncSetCacheConfig, CuImageChunk,
     CuModuleGetFunction, CuModuleGetGlobal, CuModuleLoad, CuModuleLoadStaged, CuModuleUnload,
@@ -16,6 +16,7 @@ use vgpu_protocol::Request;
 use crate::ffi::{
     c_str, entry, handle, put, put_opt, result, to_ptr, CUdeviceptr, CuResult, Handle,
 };
+use crate::function_answers::Question;
 use crate::image::image_bytes;
 use crate::runtime::{decode, lock, require_context, rt, FunctionInfo, Runtime};
 
@@ -205,19 +206,22 @@ entry! {
 entry! {
     fn cuFuncGetAttribute(value: *mut c_int, attribute: c_int, function: Handle) {
         let attribute = u32::try_from(attribute).map_err(|_| result::ERROR_INVALID_VALUE)?;
-        let reply: CuIntReply = decode(&rt()?.call(Request::CuFuncGetAttribute(CuFuncGetAttribute {
-            function: super::library::kernel_function(handle(function))?,
-            attribute,
-        }))?)?;
-        put(value, reply.value)
+        let function = super::library::kernel_function(handle(function))?;
+        let (answer, _) = rt()?.ask_function(function, Question::Attribute(attribute), || {
+            Request::CuFuncGetAttribute(CuFuncGetAttribute { function, attribute })
+        })?;
+        put(value, answer)
     }
 }
 
 entry! {
     fn cuFuncSetAttribute(function: Handle, attribute: c_int, value: c_int) {
         let attribute = u32::try_from(attribute).map_err(|_| result::ERROR_INVALID_VALUE)?;
-        rt()?.defer(Request::CuFuncSetAttribute(CuFuncSetAttribute {
-            function: super::library::kernel_function(handle(function))?,
+        let rt = rt()?;
+        let function = super::library::kernel_function(handle(function))?;
+        lock(&rt.function_answers).forget(function);
+        rt.defer(Request::CuFuncSetAttribute(CuFuncSetAttribute {
+            function,
             attribute,
             value,
         }))
@@ -227,10 +231,10 @@ entry! {
 entry! {
     fn cuFuncSetCacheConfig(function: Handle, config: c_int) {
         let config = u32::try_from(config).map_err(|_| result::ERROR_INVALID_VALUE)?;
-        rt()?.defer(Request::CuFuncSetCacheConfig(CuFuncSetCacheConfig {
-            function: super::library::kernel_function(handle(function))?,
-            config,
-        }))
+        let rt = rt()?;
+        let function = super::library::kernel_function(handle(function))?;
+        lock(&rt.function_answers).forget(function);
+        rt.defer(Request::CuFuncSetCacheConfig(CuFuncSetCacheConfig { function, config }))
     }
 }
 

@@ -21,12 +21,12 @@ pub(crate) fn alloc(rt: &Runtime, size: usize) -> Option<(*mut c_void, usize)> {
     // SAFETY: the block is `len` bytes of the heap's shared mapping, which
     // lives as long as the session, and nothing else uses it yet.
     let bytes = unsafe { std::slice::from_raw_parts(start as *const u8, len) };
-    let registered = rt
-        .client
-        .call_with_out(bytes, |data, _| {
+    let registered = crate::trace::round_trip("CuHostRegister", || {
+        rt.client.call_with_out(bytes, |data, _| {
             Request::CuHostRegister(CuHostRegister { block, data })
         })
-        .map_err(cuda_status);
+    })
+    .map_err(cuda_status);
     if let Err(e) = registered {
         log::warn!("page-locking a {len}-byte host allocation failed ({e}); using ordinary memory");
         if let Some(heap) = lock(&rt.heap).as_mut() {

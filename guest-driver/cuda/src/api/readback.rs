@@ -65,16 +65,17 @@ pub(crate) fn reached(rt: &Runtime, horizon: &Horizon) -> CuResult<()> {
     let mut first_error = Ok(());
     for copy in landed {
         let fetched = bytes_mut(copy.dst as *mut c_void, copy.len).and_then(|buf| {
-            rt.client
-                .call_with_in(buf, |data, start| {
+            crate::trace::round_trip("CuMemcpyCollect", || {
+                rt.client.call_with_in(buf, |data, start| {
                     Request::CuMemcpyCollect(CuMemcpyCollect {
                         copy: copy.copy,
                         offset: start,
                         data,
                     })
                 })
-                .map(drop)
-                .map_err(cuda_status)
+            })
+            .map(drop)
+            .map_err(cuda_status)
         });
         if let Err(e) = fetched {
             log::warn!("a device-to-host copy of {} bytes was lost: {e}", copy.len);
