@@ -313,6 +313,18 @@ wire_struct! {
 /// instead of being copied into shared memory first.
 pub const SESSION_FLAG_PEER_MEMORY: u32 = 1;
 
+/// `SessionOpened::flags`: the backend honours [`MEM_FLAG_PLACED`].
+pub const SESSION_FLAG_PLACED_BUFFERS: u32 = 2;
+
+/// `CreateBuffer::flags` (a vgpu bit, never an OpenCL one): the buffer's
+/// storage is the guest memory `init` names, for the buffer's whole life
+/// (`init` covers the whole size, in one descriptor). A loopback program
+/// then reads and writes such a buffer with one `memcpy` of its own, as a
+/// native program's OpenCL library does, once its queue has drained. Only
+/// devices whose buffers live in host memory (CPUs) can take it; others
+/// refuse the creation with `INVALID_VALUE`.
+pub const MEM_FLAG_PLACED: u64 = 1 << 62;
+
 wire_struct! {
     /// Reply to `SessionStats`: live objects, indexed by `ObjectKind::index`.
     SessionStatsReply { counts: Vec<u64> }

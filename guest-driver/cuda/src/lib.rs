@@ -17,7 +17,7 @@
 
 pub mod api;
 pub mod ffi;
-pub mod heap;
+pub use vgpu_transport::heap;
 pub mod image;
 pub mod mapped;
 pub mod order;

@@ -267,6 +267,8 @@ pub struct Loopback {
     heap: Option<Arc<GuestRam>>,
     /// The backend reads and writes this process's memory itself.
     peer_memory: bool,
+    /// Reconnects so far (see [`Transport::connection`]).
+    reconnects: u64,
 }
 
 /// A batch on the ring whose answer is not read yet: where its reply lies.
@@ -338,6 +340,7 @@ impl Loopback {
             reconnect_for: config.reconnect_for,
             posted: None,
             peer_memory: false,
+            reconnects: 0,
         })
     }
 
@@ -356,6 +359,7 @@ impl Loopback {
                     self.device = device;
                     // The new backend announced nothing to this session.
                     self.peer_memory = false;
+                    self.reconnects += 1;
                     log::warn!("reconnected to the vgpu backend");
                     return Ok(());
                 }
@@ -443,6 +447,10 @@ impl Transport for Loopback {
 
     fn max_data_len(&self) -> usize {
         max_data_len_for(self.data_len)
+    }
+
+    fn connection(&self) -> u64 {
+        self.reconnects
     }
 
     fn shared_heap(&self) -> Option<Range<usize>> {

@@ -141,14 +141,18 @@ pub fn finish(queue: &Cl<Queue>) -> ClResult<()> {
         );
         result
     } else {
+        // The queue is drained now: placed buffers' transfers need no
+        // round trip until the session sends something else.
         client
-            .call(
+            .call_then(
                 Finish {
                     queue: queue.handle(),
                 }
                 .into(),
+                client.connection(),
+                || (),
             )
-            .map(drop)
+            .map(|(_, _, mark)| crate::core::placed::note_drained(queue, mark))
             .map_err(|s| s.0)
     };
     let result = with_deferred(result);
