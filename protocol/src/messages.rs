@@ -211,6 +211,13 @@ requests! {
     CreateContextOnDevices = 0x1071 { context: u64, properties: Vec<u64>, devices: Vec<u64> }
     /// A queue on one device of the context.
     CreateQueueOnDevice = 0x1072 { queue: u64, context: u64, device: u64, properties: Vec<u64> }
+    /// The session's placement gate: 8 bytes of guest memory, two
+    /// little-endian `u32` words shared by both sides for the session's
+    /// life: the guest sets word 0 while it copies into or out of a placed
+    /// buffer itself; the backend sets word 1 once such copies must stop
+    /// for good (before a checkpoint or a move to another device reads the
+    /// buffers), then waits for word 0 to clear.
+    SetPlacementGate = 0x1073 { gate: DataRef }
 
     // ---- CUDA driver API (results are `CUresult` codes; see `cuda.rs`) ----
     // `ctx` names the guest's current context where the call needs one;

@@ -603,6 +603,40 @@ fn non_blocking_transfers_gated_by_a_user_event_return_at_once() {
 }
 
 #[test]
+fn blocking_transfers_of_placed_buffers_keep_queue_order() {
+    let Some(p) = prepared() else { return };
+    let backend = Backend::start(p, "placed");
+    let program = c_program(p, "placed_transfers");
+    let mut placed = backend.command(p, &program);
+    placed.env("VGPU_LOG", "debug");
+    let placed = run(placed);
+    let log = String::from_utf8_lossy(&placed.stderr);
+    assert!(log.contains("placed in shared memory"), "{log}");
+    let mut ordinary = backend.command(p, &program);
+    ordinary.env("VGPU_PLACED_BUFFERS", "0");
+    let ordinary = text(&run(ordinary));
+    let native = text(&run(Command::new(&program)));
+    let through = text(&placed);
+    assert_eq!(probe_field(&through, "platform"), "vgpu", "{through}");
+    let cases = [
+        "initial contents",
+        "read after kernel",
+        "write then read",
+        "kernel after write",
+        "write after slow kernel",
+        "sub-buffer write",
+        "beyond the sub-buffer",
+        "read after another queue's kernel",
+        "new buffer after a release",
+    ];
+    for case in cases {
+        assert_eq!(probe_field(&through, case), "ok", "{case}: {through}");
+    }
+    assert_eq!(without_platform(&through), without_platform(&native));
+    assert_eq!(without_platform(&ordinary), without_platform(&native));
+}
+
+#[test]
 fn zero_sized_ndranges_behave_as_natively() {
     let Some(p) = prepared() else { return };
     let backend = Backend::start(p, "zero-sized");

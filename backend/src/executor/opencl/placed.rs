@@ -10,15 +10,17 @@
 //! once, by mapping the new buffer and comparing addresses, so the guest
 //! never writes memory the device does not read.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use cl3::types::{cl_mem, CL_BLOCKING};
-use vgpu_protocol::messages::CreateBuffer;
+use vgpu_protocol::messages::{CreateBuffer, SetPlacementGate};
 use vgpu_protocol::Status;
 
 use super::objects::{ContextEntry, HostEvent, HostMem};
 use super::session::OpenClSession;
-use crate::chain::{GuestIo, Piece};
+use crate::chain::{GuestIo, GuestRam, Piece};
+use crate::executor::SnapshotError;
 
 impl OpenClSession {
     /// The buffer `m` asks for, over the one guest segment its `init`
@@ -31,6 +33,10 @@ impl OpenClSession {
     ) -> Result<HostMem, Status> {
         if m.size == 0 || m.init.len != m.size {
             log::warn!("placed buffer: its storage must cover the whole buffer");
+            return Err(Status::INVALID_VALUE);
+        }
+        if !self.placement_gate.as_ref().is_some_and(Gate::is_open) {
+            log::warn!("placed buffer: no open placement gate");
             return Err(Status::INVALID_VALUE);
         }
         if context.devices.len() != 1 || !super::staging::is_cpu(&context) {
@@ -118,4 +124,97 @@ fn mapped_address(
     let waited = cl3::event::wait_for_events(&[unmap]).map_err(Status);
     drop(HostEvent(unmap));
     waited.map(|()| mapped as usize)
+}
+
+/// Longest a checkpoint waits for a guest copy into a placed buffer to end.
+const GATE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The session's placement gate (see `SetPlacementGate`): the guest's
+/// own copies into placed buffers bypass the backend, so before anything
+/// reads the buffers for a checkpoint or a move, the gate closes them for
+/// good and the backend waits for a copy under way. After that the guest
+/// sends its transfers here, which keeps write tracking and ordering exact.
+pub(super) struct Gate {
+    words: *const [AtomicU32; 2],
+    /// Keeps the words' mapping alive.
+    _mem: Arc<GuestRam>,
+}
+
+// SAFETY: the words are atomics in a mapping `_mem` keeps alive; only
+// atomic operations touch them.
+unsafe impl Send for Gate {}
+
+impl Gate {
+    fn copying(&self) -> &AtomicU32 {
+        // SAFETY: `words` points at two aligned u32 in live shared memory
+        // (checked in `set_placement_gate`).
+        unsafe { &(*self.words)[0] }
+    }
+
+    fn closed(&self) -> &AtomicU32 {
+        // SAFETY: as in `copying`.
+        unsafe { &(*self.words)[1] }
+    }
+
+    fn is_open(&self) -> bool {
+        self.closed().load(Ordering::SeqCst) == 0
+    }
+
+    /// Stops the guest's own copies; false when one did not end in time.
+    fn close(&self) -> bool {
+        self.closed().store(1, Ordering::SeqCst);
+        let deadline = std::time::Instant::now() + GATE_WAIT;
+        while self.copying().load(Ordering::SeqCst) != 0 {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+        true
+    }
+}
+
+impl OpenClSession {
+    /// `SetPlacementGate`: the words through which placed copies stop.
+    pub(super) fn set_placement_gate(
+        &mut self,
+        m: &SetPlacementGate,
+        io: &mut GuestIo,
+    ) -> Result<(), Status> {
+        let mem = io.mem.clone().ok_or(Status::INVALID_VALUE)?;
+        let segment = match io.out_pieces(m.gate)?.as_slice() {
+            [Piece::Local(segment)] if segment.len == 8 => *segment,
+            _ => {
+                log::warn!("placement gate: it must be 8 bytes of shared memory");
+                return Err(Status::INVALID_VALUE);
+            }
+        };
+        if segment.ptr as usize % std::mem::align_of::<AtomicU32>() != 0 {
+            log::warn!("placement gate: misaligned");
+            return Err(Status::INVALID_VALUE);
+        }
+        if self.placement_gate.is_some() {
+            log::warn!("placement gate: set once per session");
+            return Err(Status::INVALID_OPERATION);
+        }
+        self.placement_gate = Some(Gate {
+            words: segment.ptr as *const [AtomicU32; 2],
+            _mem: mem,
+        });
+        Ok(())
+    }
+
+    /// Closes the placement gate before buffers are read for a snapshot.
+    pub(super) fn close_placement_gate(&mut self) -> Result<(), SnapshotError> {
+        match &self.placement_gate {
+            Some(gate) if !gate.close() => {
+                log::warn!("placement gate: the guest's copy did not end within {GATE_WAIT:?}");
+                Err(SnapshotError::device(
+                    "stop the guest's copies into placed buffers",
+                    Status::OUT_OF_RESOURCES,
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
 }

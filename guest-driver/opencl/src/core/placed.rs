@@ -20,12 +20,20 @@
 //!
 //! A placed buffer's storage is given back only after every queue has
 //! drained, since commands enqueued before its release may still use it.
+//!
+//! The copies made here bypass the backend, so before the backend reads
+//! buffers for a checkpoint, a live checkpoint's rounds or a move to
+//! another device, it closes the session's placement gate (two words of
+//! shared memory, `SetPlacementGate`) and waits for a copy under way;
+//! transfers then go through the backend for the rest of the session.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use opencl_sys::*;
-use vgpu_protocol::messages::{CreateBuffer, Finish, MEM_FLAG_PLACED, SESSION_FLAG_PLACED_BUFFERS};
+use vgpu_protocol::messages::{
+    CreateBuffer, Finish, SetPlacementGate, MEM_FLAG_PLACED, SESSION_FLAG_PLACED_BUFFERS,
+};
 use vgpu_transport::heap::Heap;
 use vgpu_transport::Client;
 
@@ -61,39 +69,78 @@ impl Drop for Placement {
         // still use the storage until their queues drain.
         if let Some(client) = platform::client_opt() {
             for queue in Queue::registry().live() {
-                if let Err(status) = drain(client, &queue, None::<(u64, fn())>) {
+                if let Err(status) = drain(client, &queue, None::<(u64, fn() -> bool)>) {
                     log::debug!("draining a queue before freeing storage failed: {status}");
                 }
             }
         }
-        if let Some(heap) = heap() {
-            lock(heap).free(self.addr);
+        if let Some(placer) = placer() {
+            placer.heap().free(self.addr);
         }
     }
 }
 
-fn lock(heap: &Mutex<Heap>) -> std::sync::MutexGuard<'_, Heap> {
-    // Heap updates are single map operations.
-    heap.lock().unwrap_or_else(|e| e.into_inner())
+/// The shared heap and the session's placement gate.
+struct Placer {
+    heap: Mutex<Heap>,
+    /// Word 0: a copy is under way here; word 1: the backend closed the
+    /// gate. In the heap, so the backend maps them too.
+    gate: &'static [AtomicU32; 2],
 }
 
-/// The shared heap, when the transport has one and the backend places
-/// buffers.
-fn heap() -> Option<&'static Mutex<Heap>> {
-    static HEAP: OnceLock<Option<Mutex<Heap>>> = OnceLock::new();
-    HEAP.get_or_init(|| {
-        if std::env::var_os(PLACED_ENV).is_some_and(|v| v == "0") {
-            return None;
+impl Placer {
+    fn heap(&self) -> std::sync::MutexGuard<'_, Heap> {
+        // Heap updates are single map operations.
+        self.heap.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `copy` unless the backend closed the gate; whether it ran.
+    /// The two sides each set their word and then read the other's, both
+    /// sequentially consistent: at least one of them sees the other.
+    fn through_gate(&self, copy: impl FnOnce()) -> bool {
+        let [copying, closed] = self.gate;
+        copying.store(1, Ordering::SeqCst);
+        let open = closed.load(Ordering::SeqCst) == 0;
+        if open {
+            copy();
         }
-        let client = platform::client_opt()?;
-        if client.session_info().flags & SESSION_FLAG_PLACED_BUFFERS == 0 {
-            return None;
-        }
-        client
-            .shared_heap()
-            .map(|range| Mutex::new(Heap::new(range)))
-    })
-    .as_ref()
+        copying.store(0, Ordering::SeqCst);
+        open
+    }
+}
+
+/// The placer, when the transport has a shared heap and the backend
+/// places buffers (and took the gate).
+fn placer() -> Option<&'static Placer> {
+    static PLACER: OnceLock<Option<Placer>> = OnceLock::new();
+    PLACER
+        .get_or_init(|| {
+            if std::env::var_os(PLACED_ENV).is_some_and(|v| v == "0") {
+                return None;
+            }
+            let client = platform::client_opt()?;
+            if client.session_info().flags & SESSION_FLAG_PLACED_BUFFERS == 0 {
+                return None;
+            }
+            let mut heap = Heap::new(client.shared_heap()?);
+            let (addr, _) = heap.alloc(8)?;
+            // SAFETY: a fresh page-aligned block of the heap's mapping,
+            // this library's alone (and the backend's, told below) for the
+            // process's life; fresh memfd pages read as two zero words.
+            let gate: &'static [AtomicU32; 2] = unsafe { &*(addr as *const [AtomicU32; 2]) };
+            // SAFETY: as above; the bytes are only named, never read, here.
+            let bytes = unsafe { std::slice::from_raw_parts(addr as *const u8, 8) };
+            let told = client.call_with_out(bytes, |gate, _| SetPlacementGate { gate }.into());
+            if let Err(status) = told {
+                log::debug!("the backend took no placement gate ({status}): no placed buffers");
+                return None;
+            }
+            Some(Placer {
+                heap: Mutex::new(heap),
+                gate,
+            })
+        })
+        .as_ref()
 }
 
 /// Creates buffer `mem` placed in the shared heap, filled from `init`,
@@ -106,7 +153,7 @@ pub fn create(
     size: usize,
     init: Option<&[u8]>,
 ) -> ClResult<Option<Placement>> {
-    let Some(heap) = heap() else {
+    let Some(placer) = placer() else {
         return Ok(None);
     };
     if context.devices.len() != 1
@@ -114,7 +161,7 @@ pub fn create(
     {
         return Ok(None);
     }
-    let Some((addr, len)) = lock(heap).alloc(size) else {
+    let Some((addr, len)) = placer.heap().alloc(size) else {
         return Ok(None);
     };
     // SAFETY: the block is `len >= size` bytes of the heap's mapping,
@@ -136,13 +183,16 @@ pub fn create(
         .into()
     });
     match created {
-        Ok(_) => Ok(Some(Placement {
-            addr,
-            len,
-            connection,
-        })),
+        Ok(_) => {
+            log::debug!("buffer {mem} placed in shared memory ({size} bytes)");
+            Ok(Some(Placement {
+                addr,
+                len,
+                connection,
+            }))
+        }
         Err(status) => {
-            lock(heap).free(addr);
+            placer.heap().free(addr);
             if status.0 == CL_INVALID_VALUE {
                 log::debug!("the backend does not place this buffer; an ordinary one instead");
                 Ok(None)
@@ -175,33 +225,41 @@ pub unsafe fn transfer(
     len: usize,
     direction: Direction,
 ) -> ClResult<bool> {
-    let Some((storage, connection)) = mem.placed_at(offset) else {
+    let (Some((storage, connection)), Some(placer)) = (mem.placed_at(offset), placer()) else {
         return Ok(false);
     };
     let copy = || {
-        // SAFETY: `storage` is `len` bytes inside the buffer's block (the
-        // caller checked the range); `host` as the caller promised.
-        unsafe {
-            match direction {
-                Direction::ToBuffer => std::ptr::copy_nonoverlapping(host, storage as *mut u8, len),
-                Direction::FromBuffer => {
-                    std::ptr::copy_nonoverlapping(storage as *const u8, host, len)
+        placer.through_gate(|| {
+            // SAFETY: `storage` is `len` bytes inside the buffer's block
+            // (the caller checked the range); `host` as the caller promised.
+            unsafe {
+                match direction {
+                    Direction::ToBuffer => {
+                        std::ptr::copy_nonoverlapping(host, storage as *mut u8, len)
+                    }
+                    Direction::FromBuffer => {
+                        std::ptr::copy_nonoverlapping(storage as *const u8, host, len)
+                    }
                 }
             }
-        }
+        })
     };
     let client = platform::client()?;
     let mark = queue.drained_at.load(Ordering::Acquire);
-    if client.run_if_quiet(mark, connection, copy).is_some() {
-        return Ok(true);
+    if let Some(copied) = client.run_if_quiet(mark, connection, copy) {
+        return Ok(copied);
     }
     drain(client, queue, Some((connection, copy)))
 }
 
 /// Sends `Finish` for `queue` unless it is known drained; then runs
 /// `then` (if its connection still holds) before any other request.
-/// Returns whether `then` ran.
-fn drain(client: &Client, queue: &Cl<Queue>, then: Option<(u64, impl FnOnce())>) -> ClResult<bool> {
+/// Returns what `then` returned (false when it did not run).
+fn drain(
+    client: &Client,
+    queue: &Cl<Queue>,
+    then: Option<(u64, impl FnOnce() -> bool)>,
+) -> ClResult<bool> {
     let finish = Finish {
         queue: queue.handle(),
     };
@@ -222,7 +280,7 @@ fn drain(client: &Client, queue: &Cl<Queue>, then: Option<(u64, impl FnOnce())>)
         .call_then(finish.into(), connection, || then.map(|f| f()))
         .map_err(|s| s.0)?;
     queue.drained_at.store(mark, Ordering::Release);
-    Ok(ran.flatten().is_some())
+    Ok(ran.flatten().unwrap_or(false))
 }
 
 /// Notes that `queue` drained (a `clFinish` returned) at the quiet mark
