@@ -189,7 +189,7 @@ impl OpenClSession {
                 return Err(Status::INVALID_VALUE);
             }
         };
-        if segment.ptr as usize % std::mem::align_of::<AtomicU32>() != 0 {
+        if !(segment.ptr as usize).is_multiple_of(std::mem::align_of::<AtomicU32>()) {
             log::warn!("placement gate: misaligned");
             return Err(Status::INVALID_VALUE);
         }
