@@ -27,7 +27,7 @@
 //! shared memory, `SetPlacementGate`) and waits for a copy under way;
 //! transfers then go through the backend for the rest of the session.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use opencl_sys::*;
@@ -86,6 +86,8 @@ struct Placer {
     /// Word 0: a copy is under way here; word 1: the backend closed the
     /// gate. In the heap, so the backend maps them too.
     gate: &'static [AtomicU32; 2],
+    /// Whether a copy found the gate closed (logged once).
+    closed_seen: AtomicBool,
 }
 
 impl Placer {
@@ -105,6 +107,9 @@ impl Placer {
             copy();
         }
         copying.store(0, Ordering::SeqCst);
+        if !open && !self.closed_seen.swap(true, Ordering::Relaxed) {
+            log::debug!("the backend closed the placement gate: transfers go through it now");
+        }
         open
     }
 }
@@ -138,6 +143,7 @@ fn placer() -> Option<&'static Placer> {
             Some(Placer {
                 heap: Mutex::new(heap),
                 gate,
+                closed_seen: AtomicBool::new(false),
             })
         })
         .as_ref()
