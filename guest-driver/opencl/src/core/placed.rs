@@ -216,9 +216,20 @@ pub enum Direction {
     FromBuffer,
 }
 
-/// A blocking transfer of `len` bytes between `host` and `mem` at `offset`
-/// done here, when `mem` is placed; `Ok(false)` when it must go the
-/// ordinary way. The caller checked the range against the buffer.
+/// What a transfer does when its queue is not known drained.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum WhenBusy {
+    /// Drains the queue with one `Finish`, then copies.
+    Drain,
+    /// Leaves the transfer to the ordinary way (a non-blocking write,
+    /// which the batch carries without a round trip).
+    GiveUp,
+}
+
+/// A transfer of `len` bytes between `host` and `mem` at `offset` done
+/// here, complete on return, when `mem` is placed; `Ok(false)` when it
+/// must go the ordinary way. The caller checked the range against the
+/// buffer.
 ///
 /// # Safety
 /// `host` must be valid for `len` bytes of reads (`ToBuffer`) or writes
@@ -230,6 +241,7 @@ pub unsafe fn transfer(
     host: *mut u8,
     len: usize,
     direction: Direction,
+    when_busy: WhenBusy,
 ) -> ClResult<bool> {
     let (Some((storage, connection)), Some(placer)) = (mem.placed_at(offset), placer()) else {
         return Ok(false);
@@ -255,7 +267,10 @@ pub unsafe fn transfer(
     if let Some(copied) = client.run_if_quiet(mark, connection, copy) {
         return Ok(copied);
     }
-    drain(client, queue, Some((connection, copy)))
+    match when_busy {
+        WhenBusy::Drain => drain(client, queue, Some((connection, copy))),
+        WhenBusy::GiveUp => Ok(false),
+    }
 }
 
 /// Sends `Finish` for `queue` unless it is known drained; then runs

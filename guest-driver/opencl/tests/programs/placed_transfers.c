@@ -107,6 +107,28 @@ int main(void) {
     CHECK(clEnqueueReadBuffer(q, buf, CL_TRUE, 0, n * sizeof(int), g, 0, NULL, NULL));
     expect("write after slow kernel", g, n, 100, 1);
 
+    /* Non-blocking transfers: a write on a drained queue, and a read right
+     * after a kernel; each must still land in queue order. */
+    for (size_t i = 0; i < n; i++)
+        h[i] = 200 + (int)i;
+    CHECK(clEnqueueWriteBuffer(q, buf, CL_FALSE, 0, n * sizeof(int), h, 0, NULL, NULL));
+    run(q, add, buf, 1, n);
+    CHECK(clEnqueueReadBuffer(q, buf, CL_TRUE, 0, n * sizeof(int), g, 0, NULL, NULL));
+    expect("non-blocking write then kernel", g, n, 201, 1);
+    run(q, add, buf, 1, n);
+    memset(g, 0, n * sizeof(int));
+    CHECK(clEnqueueReadBuffer(q, buf, CL_FALSE, 0, n * sizeof(int), g, 0, NULL, NULL));
+    CHECK(clFinish(q));
+    expect("non-blocking read after kernel", g, n, 202, 1);
+    run(q, slow_fill, buf, 3, n);
+    CHECK(clEnqueueWriteBuffer(q, buf, CL_FALSE, 0, n * sizeof(int), h, 0, NULL, NULL));
+    CHECK(clFinish(q));
+    CHECK(clEnqueueReadBuffer(q, buf, CL_TRUE, 0, n * sizeof(int), g, 0, NULL, NULL));
+    expect("non-blocking write after slow kernel", g, n, 200, 1);
+    for (size_t i = 0; i < n; i++)
+        h[i] = 100 + (int)i;
+    CHECK(clEnqueueWriteBuffer(q, buf, CL_TRUE, 0, n * sizeof(int), h, 0, NULL, NULL));
+
     /* A part through a sub-buffer, and through an offset. */
     cl_uint align_bits = 0;
     CHECK(clGetDeviceInfo(device, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, NULL));
