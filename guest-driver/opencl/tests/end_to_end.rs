@@ -636,6 +636,7 @@ fn blocking_transfers_of_placed_buffers_keep_queue_order() {
         "beyond the sub-buffer",
         "read after another queue's kernel",
         "new buffer after a release",
+        "release while a user event is unset",
     ];
     for case in cases {
         assert_eq!(probe_field(&through, case), "ok", "{case}: {through}");

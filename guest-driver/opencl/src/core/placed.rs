@@ -65,8 +65,17 @@ impl Placement {
 
 impl Drop for Placement {
     fn drop(&mut self) {
+        let Some(placer) = placer() else {
+            return;
+        };
         // The buffer's release is batched already; commands before it may
-        // still use the storage until their queues drain.
+        // still use the storage until their queues drain. A queue may wait
+        // for a user event this thread is yet to set: then the storage
+        // waits, and goes with the next release that can drain.
+        lock(&placer.retired).push(self.addr);
+        if crate::core::event::unset_user_events() {
+            return;
+        }
         if let Some(client) = platform::client_opt() {
             for queue in Queue::registry().live() {
                 if let Err(status) = drain(client, &queue, None::<(u64, fn() -> bool)>) {
@@ -74,10 +83,17 @@ impl Drop for Placement {
                 }
             }
         }
-        if let Some(placer) = placer() {
-            placer.heap().free(self.addr);
+        let retired = std::mem::take(&mut *lock(&placer.retired));
+        let mut heap = placer.heap();
+        for addr in retired {
+            heap.free(addr);
         }
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Lists and maps updated in single operations.
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The shared heap and the session's placement gate.
@@ -88,12 +104,13 @@ struct Placer {
     gate: &'static [AtomicU32; 2],
     /// Whether a copy found the gate closed (logged once).
     closed_seen: AtomicBool,
+    /// Storage of released buffers not freed yet (see `Placement`'s drop).
+    retired: Mutex<Vec<usize>>,
 }
 
 impl Placer {
     fn heap(&self) -> std::sync::MutexGuard<'_, Heap> {
-        // Heap updates are single map operations.
-        self.heap.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.heap)
     }
 
     /// Runs `copy` unless the backend closed the gate; whether it ran.
@@ -144,6 +161,7 @@ fn placer() -> Option<&'static Placer> {
                 heap: Mutex::new(heap),
                 gate,
                 closed_seen: AtomicBool::new(false),
+                retired: Mutex::new(Vec::new()),
             })
         })
         .as_ref()

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define N 65536
 #define CHECK(x) do { cl_int e_ = (x); if (e_ != CL_SUCCESS) { printf("error %d at line %d\n", e_, __LINE__); exit(1); } } while (0)
@@ -44,6 +45,7 @@ static void expect(const char *what, const int *h, size_t n, int base, int step)
 }
 
 int main(void) {
+    alarm(120);
     cl_platform_id platform;
     cl_device_id device;
     cl_int err;
@@ -167,6 +169,24 @@ int main(void) {
     CHECK(clFinish(other));
     CHECK(clEnqueueReadBuffer(q, next, CL_TRUE, 0, n * sizeof(int), g, 0, NULL, NULL));
     expect("new buffer after a release", g, n, 50, 1);
+
+    /* Releasing a buffer while another queue waits for a user event this
+     * thread sets later must return at once (the alarm ends a hang). */
+    cl_event gate = clCreateUserEvent(context, &err);
+    CHECK(err);
+    CHECK(clSetKernelArg(add, 0, sizeof next, &next));
+    int one = 1;
+    CHECK(clSetKernelArg(add, 1, sizeof one, &one));
+    CHECK(clEnqueueNDRangeKernel(other, add, 1, NULL, &n, NULL, 1, &gate, NULL));
+    CHECK(clFlush(other));
+    cl_mem brief = clCreateBuffer(context, CL_MEM_READ_WRITE, 4096, NULL, &err);
+    CHECK(err);
+    CHECK(clReleaseMemObject(brief));
+    CHECK(clSetUserEventStatus(gate, CL_COMPLETE));
+    CHECK(clFinish(other));
+    CHECK(clEnqueueReadBuffer(q, next, CL_TRUE, 0, n * sizeof(int), g, 0, NULL, NULL));
+    expect("release while a user event is unset", g, n, 51, 1);
+    clReleaseEvent(gate);
 
     CHECK(clReleaseMemObject(next));
     clReleaseKernel(add);
