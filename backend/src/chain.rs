@@ -255,6 +255,10 @@ pub struct GuestIo {
     /// In-data written by executors into bounce buffers, to be copied to
     /// the pieces it stands for by [`GuestIo::flush_bounced_in`].
     bounced_in: Vec<(Vec<u8>, Vec<Piece>)>,
+    /// The guest memory mapping behind the segments, for executors that
+    /// keep a segment's address beyond the chain (placed buffers): holding
+    /// it keeps the mapping alive whatever memory table comes later.
+    pub mem: Option<Arc<GuestRam>>,
 }
 
 impl GuestIo {
@@ -592,6 +596,7 @@ pub fn resolve_with_peer(
         reply,
         io: GuestIo {
             peer,
+            mem: Some(mem.clone()),
             ..GuestIo::new(out, in_)
         },
         mem,

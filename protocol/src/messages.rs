@@ -211,6 +211,13 @@ requests! {
     CreateContextOnDevices = 0x1071 { context: u64, properties: Vec<u64>, devices: Vec<u64> }
     /// A queue on one device of the context.
     CreateQueueOnDevice = 0x1072 { queue: u64, context: u64, device: u64, properties: Vec<u64> }
+    /// The session's placement gate: 8 bytes of guest memory, two
+    /// little-endian `u32` words shared by both sides for the session's
+    /// life: the guest sets word 0 while it copies into or out of a placed
+    /// buffer itself; the backend sets word 1 once such copies must stop
+    /// for good (before a checkpoint or a move to another device reads the
+    /// buffers), then waits for word 0 to clear.
+    SetPlacementGate = 0x1073 { gate: DataRef }
 
     // ---- CUDA driver API (results are `CUresult` codes; see `cuda.rs`) ----
     // `ctx` names the guest's current context where the call needs one;
@@ -312,6 +319,18 @@ wire_struct! {
 /// by descriptors in the peer window ([`crate::limits::PEER_WINDOW_BASE`])
 /// instead of being copied into shared memory first.
 pub const SESSION_FLAG_PEER_MEMORY: u32 = 1;
+
+/// `SessionOpened::flags`: the backend honours [`MEM_FLAG_PLACED`].
+pub const SESSION_FLAG_PLACED_BUFFERS: u32 = 2;
+
+/// `CreateBuffer::flags` (a vgpu bit, never an OpenCL one): the buffer's
+/// storage is the guest memory `init` names, for the buffer's whole life
+/// (`init` covers the whole size, in one descriptor). A loopback program
+/// then reads and writes such a buffer with one `memcpy` of its own, as a
+/// native program's OpenCL library does, once its queue has drained. Only
+/// devices whose buffers live in host memory (CPUs) can take it; others
+/// refuse the creation with `INVALID_VALUE`.
+pub const MEM_FLAG_PLACED: u64 = 1 << 62;
 
 wire_struct! {
     /// Reply to `SessionStats`: live objects, indexed by `ObjectKind::index`.

@@ -182,11 +182,12 @@ impl SessionState {
                     version,
                     max_request_len: MAX_REQUEST_LEN,
                     max_reply_len: MAX_REPLY_LEN,
-                    flags: if chain.io.peer.is_some() {
-                        vgpu_protocol::messages::SESSION_FLAG_PEER_MEMORY
-                    } else {
-                        0
-                    },
+                    flags: vgpu_protocol::messages::SESSION_FLAG_PLACED_BUFFERS
+                        | if chain.io.peer.is_some() {
+                            vgpu_protocol::messages::SESSION_FLAG_PEER_MEMORY
+                        } else {
+                            0
+                        },
                 };
                 Ok(opened.to_bytes())
             }

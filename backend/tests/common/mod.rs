@@ -262,12 +262,23 @@ impl RawFrontend {
     /// Runs requests as one batch of `session` whose out-data (sources of
     /// writes) is `data`, placed at scratch offset 8 MiB; decodes the reply.
     pub fn batch_with_out(&mut self, session: u64, requests: &[Request], data: &[u8]) -> Reply {
+        self.batch_with_out_at(session, requests, data, 8 << 20)
+    }
+
+    /// As `batch_with_out`, the out-data at scratch offset `data_offset`.
+    pub fn batch_with_out_at(
+        &mut self,
+        session: u64,
+        requests: &[Request],
+        data: &[u8],
+        data_offset: u64,
+    ) -> Reply {
         let reply_len = 4096;
         let bytes = self.encode(session, requests, reply_len);
         let (req_at, reply_at, data_at) = (
             self.scratch(0),
             self.scratch(1 << 20),
-            self.scratch(8 << 20),
+            self.scratch(data_offset),
         );
         self.dev.write_guest(req_at, &bytes).expect("write request");
         self.dev.write_guest(data_at, data).expect("write out-data");

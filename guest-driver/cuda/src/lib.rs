@@ -20,7 +20,7 @@
 pub mod api;
 pub mod ffi;
 pub mod function_answers;
-pub mod heap;
+pub use vgpu_transport::heap;
 pub mod image;
 pub mod mapped;
 pub mod order;

@@ -170,6 +170,11 @@ impl Backend {
                 .join(",")
         );
         stream.write_all(line.as_bytes()).expect("control request");
+        // No more requests: the backend closes the connection once it has
+        // answered, which ends the lines below.
+        stream
+            .shutdown(std::net::Shutdown::Write)
+            .expect("end the requests");
         let answers = BufReader::new(stream).lines().map_while(Result::ok);
         // Progress lines come first; the last line is the answer.
         answers.last().unwrap_or_default()
@@ -600,6 +605,91 @@ fn non_blocking_transfers_gated_by_a_user_event_return_at_once() {
             "{what} data: {out}"
         );
     }
+}
+
+#[test]
+fn blocking_transfers_of_placed_buffers_keep_queue_order() {
+    let Some(p) = prepared() else { return };
+    let backend = Backend::start(p, "placed");
+    let program = c_program(p, "placed_transfers");
+    let mut placed = backend.command(p, &program);
+    placed.env("VGPU_LOG", "debug");
+    let placed = run(placed);
+    let log = String::from_utf8_lossy(&placed.stderr);
+    assert!(log.contains("placed in shared memory"), "{log}");
+    let mut ordinary = backend.command(p, &program);
+    ordinary.env("VGPU_PLACED_BUFFERS", "0");
+    let ordinary = text(&run(ordinary));
+    let native = text(&run(Command::new(&program)));
+    let through = text(&placed);
+    assert_eq!(probe_field(&through, "platform"), "vgpu", "{through}");
+    let cases = [
+        "initial contents",
+        "read after kernel",
+        "write then read",
+        "kernel after write",
+        "write after slow kernel",
+        "non-blocking write then kernel",
+        "non-blocking read after kernel",
+        "non-blocking write after slow kernel",
+        "sub-buffer write",
+        "beyond the sub-buffer",
+        "read after another queue's kernel",
+        "new buffer after a release",
+        "release while a user event is unset",
+    ];
+    for case in cases {
+        assert_eq!(probe_field(&through, case), "ok", "{case}: {through}");
+    }
+    assert_eq!(without_platform(&through), without_platform(&native));
+    assert_eq!(without_platform(&ordinary), without_platform(&native));
+}
+
+#[test]
+fn a_checkpoint_sends_placed_transfers_through_the_backend() {
+    let Some(p) = prepared() else { return };
+    let backend = Backend::start(p, "placed-checkpoint");
+    let program = c_program(p, "placed_checkpoint");
+    // The library's log goes to a file: a pipe nobody reads could fill.
+    let log_path = p.dir.join("placed-checkpoint.log");
+    let log_file = std::fs::File::create(&log_path).expect("create the log");
+    let mut child = backend
+        .command(p, &program)
+        .env("VGPU_LOG", "debug")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(log_file)
+        .spawn()
+        .expect("start placed_checkpoint");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut output = String::new();
+    for line in lines.by_ref() {
+        let line = line.expect("read");
+        output.push_str(&line);
+        output.push('\n');
+        if line == "ready" {
+            break;
+        }
+    }
+    let checkpoint = p.dir.join("placed-checkpoint.ckpt");
+    let answer = backend.control(&["checkpoint", checkpoint.to_str().expect("UTF-8 path")]);
+    assert!(answer.contains("\"buffer_bytes\""), "checkpoint: {answer}");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(b"go\n").expect("resume the program");
+    drop(stdin);
+    for line in lines {
+        output.push_str(&line.expect("read"));
+        output.push('\n');
+    }
+    let status = child.wait().expect("wait");
+    let log = std::fs::read_to_string(&log_path).expect("read the log");
+    assert!(status.success(), "{output}{log}");
+    for case in ["before", "after", "kernel"] {
+        assert_eq!(probe_field(&output, case), "ok", "{case}: {output}");
+    }
+    // Placed before the checkpoint; through the backend after it.
+    assert!(log.contains("placed in shared memory"), "{log}");
+    assert!(log.contains("closed the placement gate"), "{log}");
 }
 
 #[test]

@@ -207,6 +207,44 @@ impl Client {
         inner.submit(self.session, Some((request, room)), DataIo::None)
     }
 
+    /// `call`, then `then` under the same hold of the session, so that no
+    /// request of another thread comes between the reply and `then`.
+    /// Returns the reply payload, `then`'s result, and the session's
+    /// quiet mark after them (see [`Client::run_if_quiet`]).
+    /// `then` runs only while the transport is still on `connection` (see
+    /// [`Client::connection`]); else its result is `None`.
+    pub fn call_then<R>(
+        &self,
+        request: Request,
+        connection: u64,
+        then: impl FnOnce() -> R,
+    ) -> Result<(Vec<u8>, Option<R>, u64), Status> {
+        let mut inner = self.lock();
+        let payload = inner.submit(
+            self.session,
+            Some((request, DEFAULT_REPLY_ROOM)),
+            DataIo::None,
+        )?;
+        let result = (inner.transport.connection() == connection).then(then);
+        Ok((payload, result, inner.next_seq))
+    }
+
+    /// Runs `f` under the session's hold when no request was made (sent or
+    /// batched) since the quiet mark `mark` was taken and the transport is
+    /// still on `connection`; `None` otherwise. A guest library uses it to
+    /// act on what it knew at `mark` (say, that a queue had drained)
+    /// without a round trip.
+    pub fn run_if_quiet<R>(&self, mark: u64, connection: u64, f: impl FnOnce() -> R) -> Option<R> {
+        let inner = self.lock();
+        (inner.next_seq == mark && inner.transport.connection() == connection).then(f)
+    }
+
+    /// The transport's connection to the backend now (see
+    /// [`Transport::connection`]).
+    pub fn connection(&self) -> u64 {
+        self.lock().transport.connection()
+    }
+
     /// Sends `bytes` to the device, in chunks the transport can carry:
     /// `make(data, chunk_start)` builds the request for the chunk that begins
     /// `chunk_start` bytes into `bytes`. Returns the last chunk's reply.

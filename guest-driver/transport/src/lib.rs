@@ -31,6 +31,7 @@
 
 pub mod client;
 pub mod devnode;
+pub mod heap;
 pub mod loopback;
 pub mod vring;
 
@@ -89,6 +90,13 @@ pub trait Transport: Send {
 
     /// Largest request stream of one batch.
     fn max_request_len(&self) -> usize;
+
+    /// Which connection to the backend this is: it changes when the
+    /// transport reconnects to a restarted backend, whose objects were
+    /// rebuilt from a checkpoint (placed buffers became ordinary ones).
+    fn connection(&self) -> u64 {
+        0
+    }
 
     /// Host addresses of this process's page-locked heap, if the transport
     /// has one: segments inside it travel in place (never copied, and

@@ -13,9 +13,10 @@
 //!
 //! The data area is `VGPU_LOOPBACK_MEM_MB` MiB (default 64); see
 //! [`LoopbackConfig`]. A second region of guest memory, the page-locked
-//! heap (`VGPU_LOOPBACK_PINNED_MB`, default 256), holds what the guest
-//! library allocates as page-locked memory: a segment of a batch that lies
-//! in it is named by its descriptor in place, never copied, as the guest
+//! heap (`VGPU_LOOPBACK_PINNED_MB`, default 4096, sparse), holds what the
+//! guest libraries allocate there (the CUDA library's page-locked memory,
+//! the OpenCL library's placed buffers): a segment of a batch that lies in
+//! it is named by its descriptor in place, never copied, as the guest
 //! kernel driver names pinned user pages in a VM.
 
 mod device;
@@ -45,7 +46,9 @@ pub const DEFAULT_DATA_LEN: usize = 64 << 20;
 pub const PINNED_MB_ENV: &str = "VGPU_LOOPBACK_PINNED_MB";
 /// Size of the page-locked heap of [`LoopbackConfig::from_env`] unless
 /// `VGPU_LOOPBACK_PINNED_MB` says otherwise (sparse until used).
-pub const DEFAULT_HEAP_LEN: usize = 256 << 20;
+/// Large enough for a program's OpenCL buffers (placed there on a CPU
+/// device); pages cost memory only once written.
+pub const DEFAULT_HEAP_LEN: usize = 4 << 30;
 /// Alignment of the heap's guest-physical start.
 const HEAP_ALIGN: u64 = 2 << 20;
 /// Smallest and largest data area `VGPU_LOOPBACK_MEM_MB` may ask for, in MiB.
@@ -267,6 +270,8 @@ pub struct Loopback {
     heap: Option<Arc<GuestRam>>,
     /// The backend reads and writes this process's memory itself.
     peer_memory: bool,
+    /// Reconnects so far (see [`Transport::connection`]).
+    reconnects: u64,
 }
 
 /// A batch on the ring whose answer is not read yet: where its reply lies.
@@ -338,6 +343,7 @@ impl Loopback {
             reconnect_for: config.reconnect_for,
             posted: None,
             peer_memory: false,
+            reconnects: 0,
         })
     }
 
@@ -356,6 +362,7 @@ impl Loopback {
                     self.device = device;
                     // The new backend announced nothing to this session.
                     self.peer_memory = false;
+                    self.reconnects += 1;
                     log::warn!("reconnected to the vgpu backend");
                     return Ok(());
                 }
@@ -449,6 +456,10 @@ impl Transport for Loopback {
 
     fn max_data_len(&self) -> usize {
         max_data_len_for(self.data_len)
+    }
+
+    fn connection(&self) -> u64 {
+        self.reconnects
     }
 
     fn shared_heap(&self) -> Option<Range<usize>> {

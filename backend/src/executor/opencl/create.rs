@@ -167,8 +167,13 @@ impl OpenClSession {
         }
         // Host pointers of the guest mean nothing here: initial data comes
         // from the chain, copied in at creation.
-        let mut host_flags =
-            flags & !(CL_MEM_USE_HOST_PTR | CL_MEM_COPY_HOST_PTR | CL_MEM_ALLOC_HOST_PTR);
+        // A restored placed buffer becomes an ordinary one (its storage
+        // was the old front-end's memory).
+        let mut host_flags = flags
+            & !(CL_MEM_USE_HOST_PTR
+                | CL_MEM_COPY_HOST_PTR
+                | CL_MEM_ALLOC_HOST_PTR
+                | MEM_FLAG_PLACED);
         if init.is_some() {
             host_flags |= CL_MEM_COPY_HOST_PTR;
         }
@@ -194,6 +199,7 @@ impl OpenClSession {
             charge: std::sync::Mutex::new(charge),
             image: None,
             written: Default::default(),
+            storage: None,
         })
     }
 
@@ -207,6 +213,11 @@ impl OpenClSession {
         let context = self.contexts.get(m.context)?.clone();
         if m.init.len > m.size {
             return Err(Status::INVALID_VALUE);
+        }
+        if m.flags & MEM_FLAG_PLACED != 0 {
+            let mem = self.new_placed_buffer(context, m, io)?;
+            self.mems.insert(m.mem, mem)?;
+            return Ok(());
         }
         // Contiguous initial data is copied in at creation. Data over many
         // descriptors is never gathered into a host copy of the guest's
@@ -302,6 +313,7 @@ impl OpenClSession {
             parent: Some((parent, origin)),
             charge: std::sync::Mutex::new(None),
             image: None,
+            storage: None,
         })
     }
 

@@ -378,6 +378,7 @@ impl OpenClSession {
                 .map(|b| b.written.clone())
                 .unwrap_or_default(),
             image: Some(Box::new(record)),
+            storage: None,
         })
     }
 

@@ -11,6 +11,7 @@ mod image;
 mod info;
 mod live;
 mod objects;
+mod placed;
 mod pragma;
 mod profile;
 pub mod seal;

@@ -93,6 +93,9 @@ pub struct HostMem {
     /// When its storage was last written: shared by sub-buffers and
     /// images with their buffer, since they write the same storage.
     pub written: Arc<crate::executor::written::WriteMark>,
+    /// A placed buffer's storage is guest memory (`MEM_FLAG_PLACED`): the
+    /// mapping it lies in stays mapped while the buffer lives.
+    pub storage: Option<Arc<crate::chain::GuestRam>>,
 }
 
 impl HostMem {

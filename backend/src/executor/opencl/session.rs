@@ -35,6 +35,8 @@ pub struct OpenClSession {
     pub(super) internal_queues: Vec<Arc<QueueEntry>>,
     /// Pinned staging buffers of peer transfers, per context (GPUs).
     pub(super) staging: Vec<super::staging::Staging>,
+    /// Where the guest copies into placed buffers itself, if it said.
+    pub(super) placement_gate: Option<super::placed::Gate>,
     /// SVM allocations (declared last: dropped after what uses them).
     pub(super) svm: super::svm::SvmTable,
     /// Allocations named by `CL_KERNEL_EXEC_INFO_SVM_PTRS`, per kernel.
@@ -70,6 +72,7 @@ impl OpenClSession {
             user_events: Arc::new(Mutex::new(Vec::new())),
             internal_queues: Vec::new(),
             staging: Vec::new(),
+            placement_gate: None,
             svm: Default::default(),
             svm_exec: Default::default(),
             advertised: None,
@@ -175,6 +178,7 @@ impl ExecSession for OpenClSession {
             Request::CreateContext(m) => done(self.create_context(m)),
             Request::CreateQueue(m) => done(self.create_queue(m)),
             Request::CreateBuffer(m) => done(self.create_buffer(m, io)),
+            Request::SetPlacementGate(m) => done(self.set_placement_gate(m, io)),
             Request::CreateSubBuffer(m) => done(self.create_sub_buffer(m)),
             Request::CreateProgramWithSource(_)
             | Request::CreateProgramWithBinary(_)
@@ -271,6 +275,7 @@ impl ExecSession for OpenClSession {
         &mut self,
         _id: u64,
     ) -> Result<crate::executor::SavedSession, crate::executor::SnapshotError> {
+        self.close_placement_gate()?;
         let device = super::profile::device_identity(self.platform, self.device);
         self.save_session(&device)
     }
@@ -282,6 +287,8 @@ impl ExecSession for OpenClSession {
     fn live_buffers(
         &mut self,
     ) -> Result<Vec<Box<dyn crate::executor::BufferSource>>, crate::executor::SnapshotError> {
+        // Copies the guest makes itself would not mark buffers written.
+        self.close_placement_gate()?;
         self.live_sources()
     }
 

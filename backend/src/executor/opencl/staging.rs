@@ -40,18 +40,22 @@ pub(super) fn wanted(context: &ContextEntry) -> bool {
     match mode.as_str() {
         "always" => true,
         "never" => false,
-        _ => {
-            let device = context.devices[0].raw.0;
-            let kind = cl3::device::get_device_data(device, DEVICE_TYPE)
-                .ok()
-                .and_then(|b| {
-                    b.get(..8)
-                        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-                })
-                .unwrap_or(DEVICE_TYPE_CPU);
-            kind & DEVICE_TYPE_CPU == 0
-        }
+        _ => !is_cpu(context),
     }
+}
+
+/// Whether `context`'s (first) device is a CPU, whose buffers are host
+/// memory; a device that does not say counts as one.
+pub(super) fn is_cpu(context: &ContextEntry) -> bool {
+    let device = context.devices[0].raw.0;
+    let kind = cl3::device::get_device_data(device, DEVICE_TYPE)
+        .ok()
+        .and_then(|b| {
+            b.get(..8)
+                .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        })
+        .unwrap_or(DEVICE_TYPE_CPU);
+    kind & DEVICE_TYPE_CPU != 0
 }
 
 /// One context's mapped staging buffer.

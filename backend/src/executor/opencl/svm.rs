@@ -432,6 +432,7 @@ impl OpenClSession {
                 charge: Mutex::new(None),
                 image: None,
                 written: Default::default(),
+                storage: None,
             },
         )?;
         self.svm

@@ -9,7 +9,6 @@ use vgpu_protocol::Request;
 
 use crate::api::entry::status_entry;
 use crate::api::util::{array, wait_events, wait_list, NewEvent};
-use crate::core::info;
 use crate::core::kernel::Kernel;
 use crate::core::memory::Mem;
 use crate::core::object::{Cl, ClResult};
@@ -60,7 +59,7 @@ fn check_local(kernel: &Cl<Kernel>, local: &[u64; 3], dim: usize) -> ClResult<La
     if local[..dim].contains(&0) {
         return Err(CL_INVALID_WORK_GROUP_SIZE);
     }
-    let max_group = info::le_number(&kernel.work_group_info(CL_KERNEL_WORK_GROUP_SIZE)?);
+    let max_group = kernel.max_group()?;
     let product = local[..dim]
         .iter()
         .try_fold(1u64, |acc, l| acc.checked_mul(*l));
@@ -70,11 +69,7 @@ fn check_local(kernel: &Cl<Kernel>, local: &[u64; 3], dim: usize) -> ClResult<La
     if product > max_group {
         return Ok(Launch::DeviceDecides);
     }
-    let max_items = kernel
-        .program
-        .context
-        .device
-        .sizes(CL_DEVICE_MAX_WORK_ITEM_SIZES)?;
+    let max_items = kernel.program.context.device.max_work_item_sizes()?;
     if local[..dim].iter().zip(&max_items).any(|(l, m)| l > m) {
         return Err(CL_INVALID_WORK_ITEM_SIZE);
     }
@@ -100,11 +95,7 @@ fn enqueue_nd_range_kernel(
     }
     // CL_INVALID_WORK_DIMENSION if work_dim is not between 1 and
     // CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS.
-    let max_dim = queue
-        .context
-        .device
-        .number(CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS)?
-        .min(3);
+    let max_dim = queue.context.device.max_work_item_dims()?;
     if work_dim == 0 || u64::from(work_dim) > max_dim {
         return Err(CL_INVALID_WORK_DIMENSION);
     }
@@ -137,11 +128,9 @@ fn enqueue_nd_range_kernel(
     };
     // CL_INVALID_WORK_GROUP_SIZE if the kernel has a
     // reqd_work_group_size and local_work_size is NULL or differs from it.
-    let required = kernel.work_group_info(CL_KERNEL_COMPILE_WORK_GROUP_SIZE)?;
-    let required: Vec<u64> = required.chunks_exact(8).map(info::le_number).collect();
+    let required = kernel.required_group()?;
     if required.iter().any(|&r| r != 0) {
-        let matches =
-            local.is_some_and(|l| (0..3).all(|d| required.get(d).is_none_or(|&r| r == l[d])));
+        let matches = local.is_some_and(|l| (0..3).all(|d| required[d] == l[d]));
         if !matches {
             return Err(CL_INVALID_WORK_GROUP_SIZE);
         }

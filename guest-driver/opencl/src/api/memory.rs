@@ -14,6 +14,7 @@ use crate::core::context::Context;
 use crate::core::info;
 use crate::core::memory::{check_flags, sub_buffer_flags, Mem, HOST_ACCESS};
 use crate::core::object::{Cl, ClResult, RawPtr};
+use crate::core::placed;
 use crate::core::platform;
 
 object_entry! {
@@ -77,6 +78,18 @@ fn create_buffer(
         size: size as u64,
         init,
     };
+    if flags & CL_MEM_USE_HOST_PTR == 0 {
+        let init = if with_host_ptr {
+            Some(bytes(host_ptr, size)?)
+        } else {
+            None
+        };
+        if let Some(placement) = placed::create(&context, mem, remote_flags, size, init)? {
+            let placed = Mem::new(context, flags, size as u64, RawPtr(0), None);
+            let object = Cl::publish(mem, placed.with_placement(placement));
+            return Ok(object.as_ptr());
+        }
+    }
     if with_host_ptr {
         // Up to 64 KiB travels in the batch; more is sent at once, the
         // part beyond the first chunk by InitBuffer.

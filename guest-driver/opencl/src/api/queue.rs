@@ -85,6 +85,7 @@ fn create(
             device,
             properties: props,
             properties_array: array,
+            drained_at: Default::default(),
         },
     );
     Ok(queue.as_ptr())

@@ -11,6 +11,7 @@ use crate::api::host_ptr::HostPtr;
 use crate::api::util::{bytes, bytes_mut, wait_list, NewEvent};
 use crate::core::memory::Mem;
 use crate::core::object::{Cl, ClResult};
+use crate::core::placed::{self, Direction, WhenBusy};
 use crate::core::queue::Queue;
 use crate::core::staged::{self, Staged};
 use crate::core::sync;
@@ -86,6 +87,25 @@ fn read_or_write_buffer(
     let (wait, new_event) =
         ptr.wait_and_event(&queue, &mem, (num_events, events), event, commands)?;
     let offset = offset as u64;
+    // Placed buffers: a memcpy here. Non-blocking transfers may complete
+    // early; a non-blocking write waits for no drain (the batch carries it
+    // without a round trip when the queue is busy).
+    if wait.is_empty() && new_event.handle() == 0 && !crate::core::event::unset_user_events() {
+        let (host, direction) = match ptr {
+            HostPtr::Into(ptr) => (bytes_mut(ptr, size)?.as_mut_ptr(), Direction::FromBuffer),
+            HostPtr::From(ptr) => (bytes(ptr, size)?.as_ptr().cast_mut(), Direction::ToBuffer),
+        };
+        let when_busy = match (direction, blocking != CL_FALSE) {
+            (Direction::ToBuffer, false) => WhenBusy::GiveUp,
+            _ => WhenBusy::Drain,
+        };
+        // SAFETY: `host` is the application's `size` bytes (checked for
+        // NULL above), readable or writable as the command says; the spec
+        // makes overlapping them with the buffer's storage undefined.
+        if unsafe { placed::transfer(&queue, &mem, offset, host, size, direction, when_busy) }? {
+            return finish_blocking(blocking);
+        }
+    }
     match ptr {
         HostPtr::Into(ptr) => {
             let target = bytes_mut(ptr, size)?;

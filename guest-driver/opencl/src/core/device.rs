@@ -25,6 +25,10 @@ pub struct Device {
     pub parent: Option<Arc<Cl<Device>>>,
     cache: Mutex<HashMap<cl_device_info, ClResult<Vec<u8>>>>,
     name: OnceLock<String>,
+    /// `CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS` and `_SIZES` as numbers, which
+    /// every kernel launch checks: no lookup, no allocation.
+    max_dims: OnceLock<u64>,
+    max_sizes: OnceLock<[u64; 3]>,
 }
 
 /// Host-API extensions this library does not forward; hidden from
@@ -82,6 +86,8 @@ impl Device {
             parent: None,
             cache: Mutex::new(HashMap::new()),
             name: OnceLock::new(),
+            max_dims: OnceLock::new(),
+            max_sizes: OnceLock::new(),
         }
     }
 
@@ -92,6 +98,8 @@ impl Device {
             parent: Some(parent),
             cache: Mutex::new(HashMap::new()),
             name: OnceLock::new(),
+            max_dims: OnceLock::new(),
+            max_sizes: OnceLock::new(),
         }
     }
 
@@ -189,6 +197,32 @@ impl Device {
     }
 
     /// A `size_t[]` parameter.
+    /// `CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS` (at most 3), asked of the
+    /// backend on first use.
+    pub fn max_work_item_dims(&self) -> ClResult<u64> {
+        if let Some(dims) = self.max_dims.get() {
+            return Ok(*dims);
+        }
+        let dims = self.number(CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS)?.min(3);
+        Ok(*self.max_dims.get_or_init(|| dims))
+    }
+
+    /// `CL_DEVICE_MAX_WORK_ITEM_SIZES` (`u64::MAX` where the device gives
+    /// no size), asked of the backend on first use.
+    pub fn max_work_item_sizes(&self) -> ClResult<[u64; 3]> {
+        if let Some(sizes) = self.max_sizes.get() {
+            return Ok(*sizes);
+        }
+        let mut max_sizes = [u64::MAX; 3];
+        for (m, s) in max_sizes
+            .iter_mut()
+            .zip(self.sizes(CL_DEVICE_MAX_WORK_ITEM_SIZES)?)
+        {
+            *m = s;
+        }
+        Ok(*self.max_sizes.get_or_init(|| max_sizes))
+    }
+
     pub fn sizes(&self, param: cl_device_info) -> ClResult<Vec<u64>> {
         let bytes = self.info(param)?;
         Ok(bytes.chunks_exact(8).map(info::le_number).collect())

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use opencl_sys::{
     cl_kernel_work_group_info, CL_INVALID_KERNEL, CL_KERNEL_ARG_ADDRESS_CONSTANT,
-    CL_KERNEL_ARG_ADDRESS_GLOBAL, CL_KERNEL_ARG_ADDRESS_QUALIFIER, CL_KERNEL_NUM_ARGS,
+    CL_KERNEL_ARG_ADDRESS_GLOBAL, CL_KERNEL_ARG_ADDRESS_QUALIFIER,
+    CL_KERNEL_COMPILE_WORK_GROUP_SIZE, CL_KERNEL_NUM_ARGS, CL_KERNEL_WORK_GROUP_SIZE,
 };
 use vgpu_protocol::{ArgKind, InfoTarget, ObjectKind};
 
@@ -29,6 +30,10 @@ pub struct Facts {
     /// are sent without waiting, since their only remaining failure causes
     /// are checked here.
     accepted: Mutex<HashSet<(u32, u32, u64)>>,
+    /// `CL_KERNEL_WORK_GROUP_SIZE` and `CL_KERNEL_COMPILE_WORK_GROUP_SIZE`
+    /// as numbers, which launches check: no lookup, no allocation.
+    max_group: OnceLock<u64>,
+    required_group: OnceLock<[u64; 3]>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -101,6 +106,29 @@ impl Cl<Kernel> {
         let value = info::remote(InfoTarget::KernelWorkGroup, self.handle(), 0, param)?;
         lock(&self.facts.work_group_info).insert(param, value.clone());
         Ok(value)
+    }
+
+    /// `CL_KERNEL_WORK_GROUP_SIZE`, asked of the backend on first use.
+    pub fn max_group(&self) -> ClResult<u64> {
+        if let Some(max) = self.facts.max_group.get() {
+            return Ok(*max);
+        }
+        let max = info::le_number(&self.work_group_info(CL_KERNEL_WORK_GROUP_SIZE)?);
+        Ok(*self.facts.max_group.get_or_init(|| max))
+    }
+
+    /// `CL_KERNEL_COMPILE_WORK_GROUP_SIZE` (zeros: none required), asked
+    /// of the backend on first use.
+    pub fn required_group(&self) -> ClResult<[u64; 3]> {
+        if let Some(required) = self.facts.required_group.get() {
+            return Ok(*required);
+        }
+        let mut required = [0u64; 3];
+        let compiled = self.work_group_info(CL_KERNEL_COMPILE_WORK_GROUP_SIZE)?;
+        for (r, bytes) in required.iter_mut().zip(compiled.chunks_exact(8)) {
+            *r = info::le_number(bytes);
+        }
+        Ok(*self.facts.required_group.get_or_init(|| required))
     }
 
     /// Whether argument `index` is a `__global` or `__constant` pointer;

@@ -35,6 +35,8 @@ pub struct Mem {
     pub uses_svm: AtomicBool,
     /// Set for images.
     pub image: Option<Box<crate::core::image::ImageDesc>>,
+    /// Where a placed buffer's storage lies in shared memory.
+    pub placement: Option<crate::core::placed::Placement>,
 }
 
 kind!(
@@ -120,6 +122,26 @@ impl Mem {
             properties_listed: AtomicBool::new(false),
             uses_svm: AtomicBool::new(false),
             image: None,
+            placement: None,
+        }
+    }
+
+    /// The same buffer, its storage placed in shared memory.
+    pub fn with_placement(self, placement: crate::core::placed::Placement) -> Mem {
+        Mem {
+            placement: Some(placement),
+            ..self
+        }
+    }
+
+    /// The address of byte `offset` of this buffer in shared memory, and
+    /// the connection its placement belongs to, when its storage is placed
+    /// (sub-buffers: inside their parent's).
+    pub fn placed_at(&self, offset: u64) -> Option<(usize, u64)> {
+        match &self.parent {
+            Some(parent) if self.image.is_none() => parent.placed_at(self.origin + offset),
+            Some(_) => None,
+            None => self.placement.as_ref()?.at(offset),
         }
     }
 

@@ -14,6 +14,7 @@ pub mod map;
 pub mod memory;
 pub mod object;
 pub mod pixels;
+pub mod placed;
 pub mod platform;
 pub mod program;
 pub mod queue;

@@ -190,6 +190,14 @@ impl<T: Kind> Registry<T> {
         self.live.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The live objects.
+    pub fn live(&self) -> Vec<Arc<Cl<T>>> {
+        self.lock()
+            .values()
+            .filter_map(|entry| entry.object.upgrade())
+            .collect()
+    }
+
     /// Number of live objects (tests, statistics).
     pub fn len(&self) -> usize {
         self.lock().len()

@@ -1,5 +1,6 @@
 //! Command queues: host queues only; properties are passed through.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use opencl_sys::{cl_command_queue_properties, CL_INVALID_COMMAND_QUEUE};
@@ -18,6 +19,9 @@ pub struct Queue {
     /// `CL_QUEUE_PROPERTIES_ARRAY`: the list given to
     /// `clCreateCommandQueueWithProperties` with its terminator, else empty.
     pub properties_array: Vec<u64>,
+    /// The session's quiet mark when this queue was last known drained
+    /// (0: never); see `placed`.
+    pub drained_at: AtomicU64,
 }
 
 kind!(Queue, CL_INVALID_COMMAND_QUEUE, Some(ObjectKind::Queue));

@@ -105,7 +105,15 @@ fn poll_until_settled(events: &[Arc<Cl<Event>>]) -> ClResult<()> {
 /// `clFinish`.
 pub fn finish(queue: &Cl<Queue>) -> ClResult<()> {
     let client = platform::client()?;
-    let result = if event::unset_user_events() {
+    // A queue drained at the session's quiet mark is still empty while the
+    // session has sent nothing since: no round trip.
+    let drained_at = queue.drained_at.load(std::sync::atomic::Ordering::Acquire);
+    let result = if client
+        .run_if_quiet(drained_at, client.connection(), || ())
+        .is_some()
+    {
+        Ok(())
+    } else if event::unset_user_events() {
         // A marker's event completes when everything before it has; poll
         // it so that other threads can still set user event statuses.
         let marker = client.new_handle();
@@ -141,14 +149,18 @@ pub fn finish(queue: &Cl<Queue>) -> ClResult<()> {
         );
         result
     } else {
+        // The queue is drained now: placed buffers' transfers need no
+        // round trip until the session sends something else.
         client
-            .call(
+            .call_then(
                 Finish {
                     queue: queue.handle(),
                 }
                 .into(),
+                client.connection(),
+                || (),
             )
-            .map(drop)
+            .map(|(_, _, mark)| crate::core::placed::note_drained(queue, mark))
             .map_err(|s| s.0)
     };
     let result = with_deferred(result);

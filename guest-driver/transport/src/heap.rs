@@ -1,8 +1,8 @@
-//! Page-locked host allocations out of the transport's shared heap (see
-//! `Transport::shared_heap`): memory the backend registers with its driver
-//! once, so copies to and from it run as DMA without a copy through the
-//! transport. First fit over page-aligned blocks, neighbours merged when
-//! freed.
+//! Allocations out of the transport's shared heap (see
+//! `Transport::shared_heap`), memory the backend maps as well: the CUDA
+//! library's page-locked host memory (registered with the driver once, so
+//! copies run as DMA) and the OpenCL library's placed buffers. First fit
+//! over page-aligned blocks, neighbours merged when freed.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
