@@ -30,6 +30,27 @@ pub(crate) use sessions::{exec_sessions, rebuild_session, save_session};
 /// Bytes of buffer contents per stream chunk (the stream's limit).
 const CHUNK: usize = 4 << 20;
 
+/// Reads `source` whole, a chunk at a time through `chunk` (at most
+/// [`CHUNK`] bytes), handing each piece and its offset to `put`; returns
+/// the bytes read.
+fn for_each_chunk(
+    source: &mut dyn crate::executor::BufferSource,
+    chunk: &mut [u8],
+    mut put: impl FnMut(u64, &[u8]) -> Result<(), Error>,
+) -> Result<u64, Error> {
+    let size = source.size();
+    let mut offset = 0u64;
+    while offset < size {
+        let len = (size - offset).min(chunk.len().min(CHUNK) as u64) as usize;
+        source
+            .read(offset, &mut chunk[..len])
+            .map_err(Error::Buffer)?;
+        put(offset, &chunk[..len])?;
+        offset += len as u64;
+    }
+    Ok(size)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
@@ -134,16 +155,9 @@ pub fn save<W: Write>(
                     copied_at,
                 };
                 base.note(source.as_ref(), taken);
-                let size = source.size();
-                let mut offset = 0u64;
-                while offset < size {
-                    let len = (size - offset).min(CHUNK as u64) as usize;
-                    source
-                        .read(offset, &mut chunk[..len])
-                        .map_err(Error::Buffer)?;
-                    writer.write_buffer_chunk(id, *buffer, offset, &chunk[..len])?;
-                    offset += len as u64;
-                }
+                for_each_chunk(source.as_mut(), &mut chunk, |offset, bytes| {
+                    Ok(writer.write_buffer_chunk(id, *buffer, offset, bytes)?)
+                })?;
             }
         }
         let (out, summary) = writer.finish()?;

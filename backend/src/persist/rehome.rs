@@ -66,17 +66,10 @@ pub fn rehome(vgpu: &Arc<Vgpu>, to: Arc<dyn Executor>) -> Result<Report, Error> 
                     session: 0,
                     buffer: *buffer,
                 })?;
-                let size = source.size();
-                let mut offset = 0u64;
-                while offset < size {
-                    let len = (size - offset).min(CHUNK as u64) as usize;
-                    source
-                        .read(offset, &mut chunk[..len])
-                        .map_err(Error::Buffer)?;
-                    sink.write(offset, &chunk[..len]).map_err(Error::Buffer)?;
-                    offset += len as u64;
-                    report.buffer_bytes += len as u64;
-                }
+                report.buffer_bytes +=
+                    super::for_each_chunk(source.as_mut(), &mut chunk, |offset, bytes| {
+                        sink.write(offset, bytes).map_err(Error::Buffer)
+                    })?;
             }
         }
         report.upload = t.elapsed();
