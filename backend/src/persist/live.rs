@@ -29,7 +29,7 @@ use crate::vgpu::{lock_within, Vgpu};
 /// longer (or waiting on a user event) has its buffers read at the pause.
 const SETTLE: Duration = Duration::from_secs(1);
 /// How long a copy waits for its session's batches in progress.
-const LOCK: Duration = crate::executor::QUIESCE_DRAIN;
+pub(super) const LOCK: Duration = crate::executor::QUIESCE_DRAIN;
 
 /// How a checkpoint taken while the guest runs proceeds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +136,7 @@ fn read_whole(source: &mut dyn BufferSource) -> Result<Vec<u8>, Error> {
 }
 
 /// The sessions of the vGPU now, each behind its own lock.
-fn session_states(vgpu: &Vgpu) -> Vec<(u64, Arc<Mutex<SessionState>>)> {
+pub(super) fn session_states(vgpu: &Vgpu) -> Vec<(u64, Arc<Mutex<SessionState>>)> {
     let mut states: Vec<_> = vgpu
         .sessions()
         .iter()
@@ -150,13 +150,13 @@ fn session_states(vgpu: &Vgpu) -> Vec<(u64, Arc<Mutex<SessionState>>)> {
 /// runs batch after batch would otherwise always take its lock first. The
 /// guest waits for one buffer's read at most; a vGPU paused already (by an
 /// operator) stays so.
-struct Hold<'a> {
+pub(super) struct Hold<'a> {
     vgpu: &'a Arc<Vgpu>,
     ours: bool,
 }
 
 impl<'a> Hold<'a> {
-    fn new(vgpu: &'a Arc<Vgpu>) -> Hold<'a> {
+    pub(super) fn new(vgpu: &'a Arc<Vgpu>) -> Hold<'a> {
         let ours = !vgpu.is_paused();
         if ours {
             vgpu.pause();

@@ -17,11 +17,14 @@ use crate::vgpu::session::{ExecSessions, SessionState, VmBounds};
 use crate::vgpu::Vgpu;
 
 mod base;
+mod byte_queue;
 mod live;
 mod migration;
+mod precopy;
 pub use base::{CheckpointBase, MigrationBase};
 pub use live::{save_live, Incremental, LiveOptions, RoundFn, RoundProgress};
 pub use migration::{restore_migration, save_for_migration};
+pub use precopy::{Incoming, Outgoing, PrecopyError};
 
 /// Bytes of buffer contents per stream chunk (the stream's limit).
 const CHUNK: usize = 4 << 20;

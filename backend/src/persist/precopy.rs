@@ -1,0 +1,311 @@
+//! Pre-copy of a vGPU through its front-end's migration stream.
+//!
+//! Source ([`Outgoing`]): while the VM runs, a whole checkpoint is taken
+//! live (buffers copied in rounds, a short pause for the objects and what
+//! was written since its copy) and handed out a slice at a time, for QEMU
+//! to send in its iterative sections. Once it was all sent, the vGPU's
+//! migration base is that checkpoint: the device state QEMU asks for at
+//! the stop (`SET_DEVICE_STATE_FD`) is then an incremental one, the
+//! objects and only the buffers written since their copy.
+//!
+//! Destination ([`Incoming`]): the slices are kept in a memory file; once
+//! complete it becomes the migration base an incoming incremental stream is
+//! merged with (`restore_migration`).
+//!
+//! Dropping either side before it completed changes nothing of the vGPU:
+//! the source guest never stopped, and its migration base is what it was.
+
+use std::io::{Seek, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use vgpu_migration as m;
+
+use super::base::CheckpointBase;
+use super::byte_queue::{ByteQueue, QueueWriter, Taken};
+use super::live::{capture, precopy, session_states, write, Hold, LiveOptions, LOCK};
+use super::{Error, Incremental};
+use crate::vgpu::{lock_within, Vgpu};
+
+/// How long a request for bytes waits for the first one: QEMU's
+/// migration thread asks in a loop and must not stall on the vGPU.
+const TAKE_WAIT: Duration = Duration::from_millis(20);
+/// Room for the stream's header, state and chunk framing beyond the
+/// buffers' own bytes, in the estimate before the stream is written.
+const FRAMING_ESTIMATE: u64 = 1 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PrecopyError {
+    #[error("cannot take the pre-copy checkpoint")]
+    Checkpoint(#[from] Error),
+    #[error("the pre-copy stream failed: {0}")]
+    Stream(String),
+    #[error("the pre-copy stream is not finished: {0} bytes are left to send")]
+    Unfinished(u64),
+    #[error("cannot keep the incoming pre-copy stream")]
+    Keep(#[source] std::io::Error),
+    #[error("the incoming pre-copy stream is not a whole checkpoint")]
+    NotWhole(#[source] m::ReadError),
+    #[error("the incoming pre-copy stream has no identity")]
+    NoIdentity,
+    #[error("cannot start the pre-copy thread")]
+    Thread(#[source] std::io::Error),
+}
+
+/// What the thread writing the stream leaves behind.
+struct Produced {
+    base: CheckpointBase,
+    rounds: u32,
+}
+
+/// The source side of one migration's pre-copy.
+pub struct Outgoing {
+    vgpu: Arc<Vgpu>,
+    queue: Arc<ByteQueue>,
+    producer: Option<JoinHandle<Result<Produced, Error>>>,
+    /// Bytes of the whole stream, as far as known: the buffers' bytes
+    /// until it is written.
+    expected: Arc<AtomicU64>,
+    sent: u64,
+    /// The checkpoint sent, once the stream was all taken.
+    sent_base: Option<Arc<CheckpointBase>>,
+    /// The vGPU's migration base before this pre-copy, put back if it
+    /// does not complete.
+    previous: Option<Incremental>,
+    finished: bool,
+}
+
+impl Outgoing {
+    /// Starts the whole checkpoint, copied in up to `max_rounds` rounds.
+    pub fn begin(vgpu: Arc<Vgpu>, max_rounds: u32) -> Result<Outgoing, PrecopyError> {
+        let queue = Arc::new(ByteQueue::default());
+        let expected = Arc::new(AtomicU64::new(
+            changed_bytes(&vgpu, None) + FRAMING_ESTIMATE,
+        ));
+        let options = LiveOptions {
+            max_rounds: max_rounds.max(1),
+            ..Default::default()
+        };
+        let producer = {
+            let (vgpu, queue, expected) = (vgpu.clone(), queue.clone(), expected.clone());
+            std::thread::Builder::new()
+                .name("vgpu-precopy".into())
+                .spawn(move || {
+                    let produced = produce(&vgpu, &options, &queue, &expected);
+                    match &produced {
+                        Ok(_) => queue.finish(),
+                        Err(e) => queue.fail(crate::startup::error_chain(e)),
+                    }
+                    produced
+                })
+                .map_err(PrecopyError::Thread)?
+        };
+        let previous = vgpu
+            .migration_base
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .outgoing();
+        Ok(Outgoing {
+            vgpu,
+            queue,
+            producer: Some(producer),
+            expected,
+            sent: 0,
+            sent_base: None,
+            previous,
+            finished: false,
+        })
+    }
+
+    /// Up to `limit` bytes of the stream (none while the rounds copy),
+    /// or `None` once it was all handed out.
+    pub fn next(&mut self, limit: usize) -> Result<Option<Vec<u8>>, PrecopyError> {
+        match self.queue.take(limit, TAKE_WAIT) {
+            Ok(Taken::Bytes(bytes)) => {
+                self.sent += bytes.len() as u64;
+                Ok(Some(bytes))
+            }
+            Ok(Taken::End) => {
+                self.collect()?;
+                Ok(None)
+            }
+            Err(why) => {
+                // The thread's own error says more than the queue's line.
+                self.collect()?;
+                Err(PrecopyError::Stream(why))
+            }
+        }
+    }
+
+    /// Joins the producer once it ended, keeping the checkpoint it sent.
+    fn collect(&mut self) -> Result<(), PrecopyError> {
+        let Some(producer) = self.producer.take() else {
+            return Ok(());
+        };
+        let produced = producer
+            .join()
+            .map_err(|_| PrecopyError::Stream("the pre-copy thread panicked".into()))??;
+        log::info!(
+            "pre-copy: whole checkpoint of {} bytes sent after {} copy round(s)",
+            self.sent,
+            produced.rounds
+        );
+        self.sent_base = Some(Arc::new(produced.base));
+        Ok(())
+    }
+
+    /// What is left to send before the VM can stop with little to move:
+    /// the rest of the whole stream, and the bytes of buffers written
+    /// since their copy (what the device state at the stop carries).
+    pub fn pending(&self) -> u64 {
+        match &self.sent_base {
+            Some(base) => changed_bytes(&self.vgpu, Some(base)),
+            None => {
+                let expected = self.expected.load(Ordering::Relaxed);
+                expected.saturating_sub(self.sent).max(self.queue.queued()) + 1
+            }
+        }
+    }
+
+    /// The stream was all sent: the device state at the stop refers to it.
+    pub fn finish(&mut self) -> Result<(), PrecopyError> {
+        let Some(base) = self.sent_base.clone() else {
+            return Err(PrecopyError::Unfinished(self.pending()));
+        };
+        self.vgpu
+            .migration_base
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .outgoing = Some(Incremental {
+            base,
+            path: "pre-copy".into(),
+        });
+        self.finished = true;
+        Ok(())
+    }
+}
+
+impl Drop for Outgoing {
+    /// The migration ended, whichever way: the stream's thread stops, and
+    /// the vGPU's migration base is put back (the state at the stop was
+    /// sent already if it succeeded).
+    fn drop(&mut self) {
+        self.queue.fail("the pre-copy was cancelled".into());
+        if let Some(producer) = self.producer.take() {
+            let _ = producer.join();
+        }
+        if self.finished {
+            self.vgpu
+                .migration_base
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .outgoing = self.previous.take();
+        }
+    }
+}
+
+/// Runs on the stream's own thread: copy rounds, the capture, the write.
+fn produce(
+    vgpu: &Arc<Vgpu>,
+    options: &LiveOptions,
+    queue: &Arc<ByteQueue>,
+    expected: &AtomicU64,
+) -> Result<Produced, Error> {
+    let (staging, rounds, _) = precopy(vgpu, options, None, None)?;
+    let (mut captured, _) = capture(vgpu, staging)?;
+    let buffers: u64 = captured
+        .contents
+        .iter()
+        .map(|(_, _, c)| match c {
+            super::live::Content::Data(d) => d.len() as u64,
+            super::live::Content::Base(_) => 0,
+        })
+        .sum();
+    expected.store(buffers + FRAMING_ESTIMATE, Ordering::Relaxed);
+    let (_, summary) = write(&captured, QueueWriter(queue.clone()), None, None)?;
+    expected.store(summary.stream_bytes, Ordering::Relaxed);
+    let base = captured
+        .base
+        .take()
+        .expect("a checkpoint taken without a base is a whole one and has an identity");
+    Ok(Produced { base, rounds })
+}
+
+/// Bytes of the vGPU's buffers not held unchanged by `base` (all of them
+/// without one). A session busy past the lock's wait counts whole.
+fn changed_bytes(vgpu: &Arc<Vgpu>, base: Option<&CheckpointBase>) -> u64 {
+    let mut total = 0;
+    for (_, state) in session_states(vgpu) {
+        let _hold = Hold::new(vgpu);
+        let Some(mut session) = lock_within(&state, LOCK) else {
+            continue;
+        };
+        if !session.opened || session.closed {
+            continue;
+        }
+        for part in session.exec.sessions.iter_mut() {
+            let Ok(sources) = part.live_buffers() else {
+                continue;
+            };
+            total += sources
+                .iter()
+                .filter(|s| base.is_none_or(|b| b.unchanged(s.as_ref()).is_none()))
+                .map(|s| s.size())
+                .sum::<u64>();
+        }
+    }
+    total
+}
+
+/// The destination side: the whole checkpoint as it arrives.
+pub struct Incoming {
+    file: std::fs::File,
+    received: u64,
+}
+
+impl Incoming {
+    pub fn new() -> Result<Incoming, PrecopyError> {
+        // SAFETY: a constant, NUL-terminated name; flags valid for
+        // memfd_create.
+        let fd = unsafe { libc::memfd_create(c"vgpu-precopy".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(PrecopyError::Keep(std::io::Error::last_os_error()));
+        }
+        // SAFETY: memfd_create returned a new descriptor that nothing
+        // else owns.
+        let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        Ok(Incoming { file, received: 0 })
+    }
+
+    pub fn append(&mut self, bytes: &[u8]) -> Result<(), PrecopyError> {
+        self.file.write_all(bytes).map_err(PrecopyError::Keep)?;
+        self.received += bytes.len() as u64;
+        Ok(())
+    }
+
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// The stream is complete: the vGPU's incoming device state may refer
+    /// to it. Only its opening is checked here; the merge checks the rest.
+    pub fn keep(mut self, vgpu: &Vgpu) -> Result<u64, PrecopyError> {
+        self.file.rewind().map_err(PrecopyError::Keep)?;
+        let id = m::stream::base_id(&mut self.file)
+            .map_err(PrecopyError::NotWhole)?
+            .ok_or(PrecopyError::NoIdentity)?;
+        log::info!(
+            "pre-copy: kept the incoming whole checkpoint {:032x} ({} bytes)",
+            id.0,
+            self.received
+        );
+        vgpu.migration_base
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .incoming = Some((id, self.file));
+        Ok(self.received)
+    }
+}
