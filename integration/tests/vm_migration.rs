@@ -775,7 +775,7 @@ fn incremental_device_state_without_its_base_fails_and_the_source_runs_on() {
 
 /// Pre-copy through QEMU: 64 MiB of buffers of which the guest rewrites 2
 /// of 8 (16 MiB) in every iteration, all through the migration.
-const PRECOPY_ARGS: &[&str] = &["-m", "64", "-i", "400", "-p", "1", "-a", "2"];
+const PRECOPY_ARGS: &[&str] = &["-m", "64", "-i", "1200", "-p", "1", "-a", "2"];
 
 /// `N` of the source back-end's `pre-copy: whole checkpoint of N bytes`.
 fn precopy_bytes(log: &str) -> Option<u64> {
@@ -872,6 +872,10 @@ fn migration_cancelled_during_precopy_leaves_the_source_running() {
     assert_eq!(info["status"], "cancelled", "{info}");
     pair.source_finishes("migrate_cancel during pre-copy");
     let source_log = pair.source_backend.log();
+    assert!(
+        source_log.contains("pre-copy cancelled after "),
+        "the source back-end's pre-copy was not under way when cancelled:\n{source_log}"
+    );
     assert!(
         device_state_line(&source_log, "sent").is_none(),
         "the source back-end saved its state although the migration was cancelled:\n{source_log}"

@@ -76,15 +76,17 @@ pub struct Outgoing {
     /// does not complete.
     previous: Option<Incremental>,
     finished: bool,
+    /// The last count of bytes written since their copy; until one was
+    /// taken, the whole stream's (nothing is known to be unchanged).
+    last_changed: u64,
 }
 
 impl Outgoing {
     /// Starts the whole checkpoint, copied in up to `max_rounds` rounds.
     pub fn begin(vgpu: Arc<Vgpu>, max_rounds: u32) -> Result<Outgoing, PrecopyError> {
         let queue = Arc::new(ByteQueue::default());
-        let expected = Arc::new(AtomicU64::new(
-            changed_bytes(&vgpu, None) + FRAMING_ESTIMATE,
-        ));
+        let buffers = changed_bytes(&vgpu, None).unwrap_or_default();
+        let expected = Arc::new(AtomicU64::new(buffers + FRAMING_ESTIMATE));
         let options = LiveOptions {
             max_rounds: max_rounds.max(1),
             ..Default::default()
@@ -117,6 +119,7 @@ impl Outgoing {
             sent_base: None,
             previous,
             finished: false,
+            last_changed: buffers,
         })
     }
 
@@ -159,10 +162,15 @@ impl Outgoing {
 
     /// What is left to send before the VM can stop with little to move:
     /// the rest of the whole stream, and the bytes of buffers written
-    /// since their copy (what the device state at the stop carries).
-    pub fn pending(&self) -> u64 {
+    /// since their copy (what the device state at the stop carries). The
+    /// last figure stands while a session is too busy to be listed.
+    pub fn pending(&mut self) -> u64 {
         match &self.sent_base {
-            Some(base) => changed_bytes(&self.vgpu, Some(base)),
+            Some(base) => {
+                let changed = changed_bytes(&self.vgpu, Some(base)).unwrap_or(self.last_changed);
+                self.last_changed = changed;
+                changed
+            }
             None => {
                 let expected = self.expected.load(Ordering::Relaxed);
                 expected.saturating_sub(self.sent).max(self.queue.queued()) + 1
@@ -193,6 +201,12 @@ impl Drop for Outgoing {
     /// the vGPU's migration base is put back (the state at the stop was
     /// sent already if it succeeded).
     fn drop(&mut self) {
+        if !self.finished {
+            log::info!(
+                "pre-copy cancelled after {} bytes sent; the vGPU runs on unchanged",
+                self.sent
+            );
+        }
         self.queue.fail("the pre-copy was cancelled".into());
         if let Some(producer) = self.producer.take() {
             let _ = producer.join();
@@ -235,21 +249,17 @@ fn produce(
 }
 
 /// Bytes of the vGPU's buffers not held unchanged by `base` (all of them
-/// without one). A session busy past the lock's wait counts whole.
-fn changed_bytes(vgpu: &Arc<Vgpu>, base: Option<&CheckpointBase>) -> u64 {
+/// without one); `None` if a session stayed busy past the lock's wait.
+fn changed_bytes(vgpu: &Arc<Vgpu>, base: Option<&CheckpointBase>) -> Option<u64> {
     let mut total = 0;
     for (_, state) in session_states(vgpu) {
         let _hold = Hold::new(vgpu);
-        let Some(mut session) = lock_within(&state, LOCK) else {
-            continue;
-        };
+        let mut session = lock_within(&state, LOCK)?;
         if !session.opened || session.closed {
             continue;
         }
         for part in session.exec.sessions.iter_mut() {
-            let Ok(sources) = part.live_buffers() else {
-                continue;
-            };
+            let sources = part.live_buffers().ok()?;
             total += sources
                 .iter()
                 .filter(|s| base.is_none_or(|b| b.unchanged(s.as_ref()).is_none()))
@@ -257,7 +267,7 @@ fn changed_bytes(vgpu: &Arc<Vgpu>, base: Option<&CheckpointBase>) -> u64 {
                 .sum::<u64>();
         }
     }
-    total
+    Some(total)
 }
 
 /// The destination side: the whole checkpoint as it arrives.
@@ -292,7 +302,10 @@ impl Incoming {
 
     /// The stream is complete: the vGPU's incoming device state may refer
     /// to it. Only its opening is checked here; the merge checks the rest.
-    pub fn keep(mut self, vgpu: &Vgpu) -> Result<u64, PrecopyError> {
+    /// Its objects are built once at once, aside, so the device's program
+    /// cache holds their programs when the restore at the stop builds them
+    /// again.
+    pub fn keep(mut self, vgpu: &Arc<Vgpu>) -> Result<u64, PrecopyError> {
         self.file.rewind().map_err(PrecopyError::Keep)?;
         let id = m::stream::base_id(&mut self.file)
             .map_err(PrecopyError::NotWhole)?
@@ -302,10 +315,61 @@ impl Incoming {
             id.0,
             self.received
         );
+        let ahead = self.file.try_clone().map_err(PrecopyError::Keep)?;
         vgpu.migration_base
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .incoming = Some((id, self.file));
+        let vgpu = vgpu.clone();
+        let spawned = std::thread::Builder::new()
+            .name("vgpu-prebuild".into())
+            .spawn(move || match build_ahead(&vgpu, ahead) {
+                Ok(sessions) => log::info!(
+                    "pre-copy: built the incoming vGPU's {sessions} session(s) ahead of the stop"
+                ),
+                // The restore at the stop builds (and reports) them anyway.
+                Err(e) => log::info!(
+                    "pre-copy: cannot build the incoming vGPU ahead of the stop: {}",
+                    crate::startup::error_chain(&e)
+                ),
+            });
+        if let Err(e) = spawned {
+            log::info!("pre-copy: no thread to build the incoming vGPU ahead: {e}");
+        }
         Ok(self.received)
+    }
+}
+
+/// Builds the objects of the whole checkpoint in `file` on the vGPU's
+/// devices and drops them: the drivers keep what they compiled in their
+/// caches (PoCL's `POCL_CACHE_DIR`, CUDA's `CUDA_CACHE_PATH`, private to
+/// this worker), so the restore at the stop finds its programs built.
+/// Reads at its own offset: the merge at the stop reads the same file.
+fn build_ahead(vgpu: &Vgpu, file: std::fs::File) -> Result<usize, Error> {
+    let executors = vgpu.executors();
+    let mut reader = m::StreamReader::new(ReadAt { file, at: 0 })?;
+    while let Some(item) = reader.next_item()? {
+        if let m::Item::State(state) = item {
+            let m::VgpuState::V1(state) = *state;
+            for session in &state.sessions {
+                drop(super::rebuild_session(&executors, session)?);
+            }
+            return Ok(state.sessions.len());
+        }
+    }
+    Ok(0)
+}
+
+/// Reads a file from its own offset (`pread`), whatever its shared one.
+struct ReadAt {
+    file: std::fs::File,
+    at: u64,
+}
+
+impl std::io::Read for ReadAt {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = std::os::unix::fs::FileExt::read_at(&self.file, buf, self.at)?;
+        self.at += n as u64;
+        Ok(n)
     }
 }

@@ -143,7 +143,7 @@ fn answer(
             writeln!(out, "ok").map_err(io)
         }
         (Some("pending"), None, None) => {
-            let outgoing = connection.outgoing.as_ref().ok_or(RequestError::NotBegun)?;
+            let outgoing = connection.outgoing.as_mut().ok_or(RequestError::NotBegun)?;
             writeln!(out, "pending {}", outgoing.pending()).map_err(io)
         }
         (Some("next"), limit, None) => {
@@ -180,7 +180,7 @@ fn answer(
                 .incoming
                 .take()
                 .ok_or(RequestError::NothingLoaded)?;
-            let kept = incoming.keep(&*vgpu()?)?;
+            let kept = incoming.keep(&vgpu()?)?;
             writeln!(out, "ok {kept}").map_err(io)
         }
         (Some("abort"), None, None) => {
