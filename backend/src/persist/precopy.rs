@@ -36,6 +36,8 @@ const TAKE_WAIT: Duration = Duration::from_millis(20);
 /// Room for the stream's header, state and chunk framing beyond the
 /// buffers' own bytes, in the estimate before the stream is written.
 const FRAMING_ESTIMATE: u64 = 1 << 20;
+/// How long a count of the bytes written since their copy stands.
+const RECOUNT: Duration = Duration::from_millis(50);
 
 #[derive(Debug, thiserror::Error)]
 pub enum PrecopyError {
@@ -79,6 +81,7 @@ pub struct Outgoing {
     /// The last count of bytes written since their copy; until one was
     /// taken, the whole stream's (nothing is known to be unchanged).
     last_changed: u64,
+    counted_at: Option<std::time::Instant>,
 }
 
 impl Outgoing {
@@ -120,6 +123,7 @@ impl Outgoing {
             previous,
             finished: false,
             last_changed: buffers,
+            counted_at: None,
         })
     }
 
@@ -167,8 +171,14 @@ impl Outgoing {
     pub fn pending(&mut self) -> u64 {
         match &self.sent_base {
             Some(base) => {
+                // QEMU asks at every iteration; listing the buffers holds
+                // the guest's calls for a moment each time.
+                if self.counted_at.is_some_and(|t| t.elapsed() < RECOUNT) {
+                    return self.last_changed;
+                }
                 let changed = changed_bytes(&self.vgpu, Some(base)).unwrap_or(self.last_changed);
                 self.last_changed = changed;
+                self.counted_at = Some(std::time::Instant::now());
                 changed
             }
             None => {

@@ -80,8 +80,10 @@ pub fn run(config: Config, role: WorkerRole) -> Result<(), ServerError> {
     CONNECTED.store(true, Ordering::SeqCst);
     // The front-end's pid, for the supervisor to pass its pre-copy
     // channel here: the connection's credentials, not anything it says.
-    let front_end = listener_name
-        .as_deref()
+    let front_end = config
+        .precopy_socket
+        .as_ref()
+        .and(listener_name.as_deref())
         .and_then(|name| crate::peer::front_end_pid(role.listener, name))
         .map(|pid| pid as u32);
     if config.peer_memory {
