@@ -31,6 +31,11 @@ fn setup(raw: &mut RawFrontend, pattern: &[u8]) {
         ],
     );
     req::assert_all_ok(&reply);
+    write(raw, pattern);
+}
+
+/// Writes `data` to the buffer and waits for it.
+fn write(raw: &mut RawFrontend, data: &[u8]) {
     let write = EnqueueWriteBuffer {
         queue: 2,
         mem: 5,
@@ -42,11 +47,7 @@ fn setup(raw: &mut RawFrontend, pattern: &[u8]) {
         wait: vec![],
         event: 0,
     };
-    req::assert_all_ok(&raw.batch_with_out(
-        1,
-        &[write.into(), Finish { queue: 2 }.into()],
-        pattern,
-    ));
+    req::assert_all_ok(&raw.batch_with_out(1, &[write.into(), Finish { queue: 2 }.into()], data));
 }
 
 struct Channel {
@@ -141,12 +142,11 @@ fn precopy_channel_hands_out_a_whole_checkpoint_and_survives_garbage() {
         assert!(Instant::now() < deadline, "the stream never ended");
     }
     assert_eq!(channel.ask("finish"), "ok");
-    // Nothing was written since the copy: nothing left for the stop.
-    assert_eq!(channel.ask("pending"), "pending 0");
 
-    // The vGPU still serves its guest.
-    let reply = raw.batch(1, &[Finish { queue: 2 }.into()]);
-    req::assert_all_ok(&reply);
+    // The guest writes its buffer again: the device state at the stop has
+    // to carry it, and QEMU hears so.
+    write(&mut raw, &data);
+    assert_eq!(channel.ask("pending"), format!("pending {SIZE}"));
 
     let identity = vgpu_migration::base_id(&mut &stream[..]).expect("a checkpoint stream");
     assert!(identity.is_some(), "a whole checkpoint has an identity");

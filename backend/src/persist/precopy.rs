@@ -57,17 +57,17 @@ pub enum PrecopyError {
     Thread(#[source] std::io::Error),
 }
 
-/// What the thread writing the stream leaves behind.
-struct Produced {
-    base: CheckpointBase,
-    rounds: u32,
-}
+/// The checkpoint being sent, once captured: from then on the buffers
+/// written since their copy are known.
+type Captured = Arc<std::sync::Mutex<Option<Arc<CheckpointBase>>>>;
 
 /// The source side of one migration's pre-copy.
 pub struct Outgoing {
     vgpu: Arc<Vgpu>,
     queue: Arc<ByteQueue>,
-    producer: Option<JoinHandle<Result<Produced, Error>>>,
+    /// The stream's thread; it answers the number of copy rounds.
+    producer: Option<JoinHandle<Result<u32, Error>>>,
+    captured: Captured,
     /// Bytes of the whole stream, as far as known: the buffers' bytes
     /// until it is written.
     expected: Arc<AtomicU64>,
@@ -94,12 +94,14 @@ impl Outgoing {
             max_rounds: max_rounds.max(1),
             ..Default::default()
         };
+        let captured = Captured::default();
         let producer = {
             let (vgpu, queue, expected) = (vgpu.clone(), queue.clone(), expected.clone());
+            let captured = captured.clone();
             std::thread::Builder::new()
                 .name("vgpu-precopy".into())
                 .spawn(move || {
-                    let produced = produce(&vgpu, &options, &queue, &expected);
+                    let produced = produce(&vgpu, &options, &queue, &expected, &captured);
                     match &produced {
                         Ok(_) => queue.finish(),
                         Err(e) => queue.fail(crate::startup::error_chain(e)),
@@ -117,6 +119,7 @@ impl Outgoing {
             vgpu,
             queue,
             producer: Some(producer),
+            captured,
             expected,
             sent: 0,
             sent_base: None,
@@ -152,16 +155,22 @@ impl Outgoing {
         let Some(producer) = self.producer.take() else {
             return Ok(());
         };
-        let produced = producer
+        let rounds = producer
             .join()
             .map_err(|_| PrecopyError::Stream("the pre-copy thread panicked".into()))??;
         log::info!(
-            "pre-copy: whole checkpoint of {} bytes sent after {} copy round(s)",
-            self.sent,
-            produced.rounds
+            "pre-copy: whole checkpoint of {} bytes sent after {rounds} copy round(s)",
+            self.sent
         );
-        self.sent_base = Some(Arc::new(produced.base));
+        self.sent_base = self.captured_base();
         Ok(())
+    }
+
+    fn captured_base(&self) -> Option<Arc<CheckpointBase>> {
+        self.captured
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// What is left to send before the VM can stop with little to move:
@@ -169,23 +178,26 @@ impl Outgoing {
     /// since their copy (what the device state at the stop carries). The
     /// last figure stands while a session is too busy to be listed.
     pub fn pending(&mut self) -> u64 {
-        match &self.sent_base {
-            Some(base) => {
-                // QEMU asks at every iteration; listing the buffers holds
-                // the guest's calls for a moment each time.
-                if self.counted_at.is_some_and(|t| t.elapsed() < RECOUNT) {
-                    return self.last_changed;
-                }
-                let changed = changed_bytes(&self.vgpu, Some(base)).unwrap_or(self.last_changed);
-                self.last_changed = changed;
-                self.counted_at = Some(std::time::Instant::now());
-                changed
-            }
+        let rest = match self.sent_base {
+            Some(_) => 0,
+            // Never 0 before the end: more is to come.
             None => {
                 let expected = self.expected.load(Ordering::Relaxed);
                 expected.saturating_sub(self.sent).max(self.queue.queued()) + 1
             }
+        };
+        // Before the capture every buffer is in `expected`.
+        let Some(base) = self.captured_base() else {
+            return rest;
+        };
+        // QEMU asks at every iteration; listing the buffers holds the
+        // guest's calls for a moment each time.
+        if !self.counted_at.is_some_and(|t| t.elapsed() < RECOUNT) {
+            let changed = changed_bytes(&self.vgpu, Some(&base)).unwrap_or(self.last_changed);
+            self.last_changed = changed;
+            self.counted_at = Some(std::time::Instant::now());
         }
+        rest + self.last_changed
     }
 
     /// The stream was all sent: the device state at the stop refers to it.
@@ -237,9 +249,16 @@ fn produce(
     options: &LiveOptions,
     queue: &Arc<ByteQueue>,
     expected: &AtomicU64,
-) -> Result<Produced, Error> {
+    captured_base: &Captured,
+) -> Result<u32, Error> {
     let (staging, rounds, _) = precopy(vgpu, options, None, None)?;
-    let (mut captured, _) = capture(vgpu, staging)?;
+    let (captured, _) = capture(vgpu, staging)?;
+    // Kept in `captured` too: the stream opens with its identity.
+    let base = captured
+        .base
+        .clone()
+        .expect("a checkpoint taken without a base is a whole one and has an identity");
+    *captured_base.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(base));
     let buffers: u64 = captured
         .contents
         .iter()
@@ -251,11 +270,7 @@ fn produce(
     expected.store(buffers + FRAMING_ESTIMATE, Ordering::Relaxed);
     let (_, summary) = write(&captured, QueueWriter(queue.clone()), None, None)?;
     expected.store(summary.stream_bytes, Ordering::Relaxed);
-    let base = captured
-        .base
-        .take()
-        .expect("a checkpoint taken without a base is a whole one and has an identity");
-    Ok(Produced { base, rounds })
+    Ok(rounds)
 }
 
 /// Bytes of the vGPU's buffers not held unchanged by `base` (all of them
