@@ -192,7 +192,7 @@ impl Outgoing {
         };
         // QEMU asks at every iteration; listing the buffers holds the
         // guest's calls for a moment each time.
-        if !self.counted_at.is_some_and(|t| t.elapsed() < RECOUNT) {
+        if self.counted_at.is_none_or(|t| t.elapsed() >= RECOUNT) {
             let changed = changed_bytes(&self.vgpu, Some(&base)).unwrap_or(self.last_changed);
             self.last_changed = changed;
             self.counted_at = Some(std::time::Instant::now());
