@@ -145,8 +145,16 @@ fn precopy_channel_hands_out_a_whole_checkpoint_and_survives_garbage() {
 
     // The guest writes its buffer again: the device state at the stop has
     // to carry it, and QEMU hears so.
+    // The count runs every 50 ms on the back-end's own thread.
     write(&mut raw, &data);
-    assert_eq!(channel.ask("pending"), format!("pending {SIZE}"));
+    let want = format!("pending {SIZE}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut answer = channel.ask("pending");
+    while answer != want && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        answer = channel.ask("pending");
+    }
+    assert_eq!(answer, want, "the rewritten buffer is pending");
 
     let identity = vgpu_migration::base_id(&mut &stream[..]).expect("a checkpoint stream");
     assert!(identity.is_some(), "a whole checkpoint has an identity");

@@ -36,8 +36,10 @@ const TAKE_WAIT: Duration = Duration::from_millis(20);
 /// Room for the stream's header, state and chunk framing beyond the
 /// buffers' own bytes, in the estimate before the stream is written.
 const FRAMING_ESTIMATE: u64 = 1 << 20;
-/// How long a count of the bytes written since their copy stands.
+/// How often the bytes written since their copy are counted.
 const RECOUNT: Duration = Duration::from_millis(50);
+/// A size not counted yet: large, so QEMU keeps iterating meanwhile.
+const UNKNOWN: u64 = u64::MAX / 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PrecopyError {
@@ -78,18 +80,21 @@ pub struct Outgoing {
     /// does not complete.
     previous: Option<Incremental>,
     finished: bool,
-    /// The last count of bytes written since their copy; until one was
-    /// taken, the whole stream's (nothing is known to be unchanged).
-    last_changed: u64,
-    counted_at: Option<std::time::Instant>,
+    /// The last count of bytes written since their copy.
+    changed: Arc<AtomicU64>,
+    /// Counts on a thread of its own: a count waits for the sessions'
+    /// batches in progress, and the chains held meanwhile run on the
+    /// thread that resumes them; neither may fall on QEMU's migration
+    /// thread, which asks for `pending` at every iteration.
+    counter: Option<(Arc<std::sync::atomic::AtomicBool>, JoinHandle<()>)>,
 }
 
 impl Outgoing {
     /// Starts the whole checkpoint, copied in up to `max_rounds` rounds.
     pub fn begin(vgpu: Arc<Vgpu>, max_rounds: u32) -> Result<Outgoing, PrecopyError> {
         let queue = Arc::new(ByteQueue::default());
-        let buffers = changed_bytes(&vgpu, None).unwrap_or_default();
-        let expected = Arc::new(AtomicU64::new(buffers + FRAMING_ESTIMATE));
+        let expected = Arc::new(AtomicU64::new(UNKNOWN));
+        let changed = Arc::new(AtomicU64::new(UNKNOWN));
         let options = LiveOptions {
             max_rounds: max_rounds.max(1),
             ..Default::default()
@@ -110,6 +115,15 @@ impl Outgoing {
                 })
                 .map_err(PrecopyError::Thread)?
         };
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let counter = {
+            let (vgpu, captured) = (vgpu.clone(), captured.clone());
+            let (expected, changed, stop) = (expected.clone(), changed.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("vgpu-precopy-count".into())
+                .spawn(move || count(&vgpu, &captured, &expected, &changed, &stop))
+                .map_err(PrecopyError::Thread)?
+        };
         let previous = vgpu
             .migration_base
             .lock()
@@ -125,8 +139,8 @@ impl Outgoing {
             sent_base: None,
             previous,
             finished: false,
-            last_changed: buffers,
-            counted_at: None,
+            changed,
+            counter: Some((stop, counter)),
         })
     }
 
@@ -175,8 +189,8 @@ impl Outgoing {
 
     /// What is left to send before the VM can stop with little to move:
     /// the rest of the whole stream, and the bytes of buffers written
-    /// since their copy (what the device state at the stop carries). The
-    /// last figure stands while a session is too busy to be listed.
+    /// since their copy (what the device state at the stop carries), as
+    /// last counted. Never waits.
     pub fn pending(&mut self) -> u64 {
         let rest = match self.sent_base {
             Some(_) => 0,
@@ -187,17 +201,10 @@ impl Outgoing {
             }
         };
         // Before the capture every buffer is in `expected`.
-        let Some(base) = self.captured_base() else {
+        if self.captured_base().is_none() {
             return rest;
-        };
-        // QEMU asks at every iteration; listing the buffers holds the
-        // guest's calls for a moment each time.
-        if self.counted_at.is_none_or(|t| t.elapsed() >= RECOUNT) {
-            let changed = changed_bytes(&self.vgpu, Some(&base)).unwrap_or(self.last_changed);
-            self.last_changed = changed;
-            self.counted_at = Some(std::time::Instant::now());
         }
-        rest + self.last_changed
+        rest.saturating_add(self.changed.load(Ordering::Relaxed))
     }
 
     /// The stream was all sent: the device state at the stop refers to it.
@@ -230,6 +237,11 @@ impl Drop for Outgoing {
             );
         }
         self.queue.fail("the pre-copy was cancelled".into());
+        if let Some((stop, counter)) = self.counter.take() {
+            stop.store(true, Ordering::Relaxed);
+            counter.thread().unpark();
+            let _ = counter.join();
+        }
         if let Some(producer) = self.producer.take() {
             let _ = producer.join();
         }
@@ -240,6 +252,42 @@ impl Drop for Outgoing {
                 .unwrap_or_else(|e| e.into_inner())
                 .outgoing = self.previous.take();
         }
+    }
+}
+
+/// Runs on the counting thread until `stop`: the buffers' bytes once, for
+/// the stream's size until it is written, then, once the checkpoint is
+/// captured, the bytes written since their copy every `RECOUNT`. A count
+/// that found a session too busy leaves the last figure.
+fn count(
+    vgpu: &Arc<Vgpu>,
+    captured: &Captured,
+    expected: &AtomicU64,
+    changed: &AtomicU64,
+    stop: &std::sync::atomic::AtomicBool,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        let base = captured.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match base {
+            Some(base) => {
+                if let Some(n) = changed_bytes(vgpu, Some(&base)) {
+                    changed.store(n, Ordering::Relaxed);
+                }
+            }
+            None if expected.load(Ordering::Relaxed) == UNKNOWN => {
+                if let Some(n) = changed_bytes(vgpu, None) {
+                    // The producer may have set the real size already.
+                    let _ = expected.compare_exchange(
+                        UNKNOWN,
+                        n + FRAMING_ESTIMATE,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    );
+                }
+            }
+            None => {}
+        }
+        std::thread::park_timeout(RECOUNT);
     }
 }
 
