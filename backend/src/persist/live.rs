@@ -29,7 +29,7 @@ use crate::vgpu::{lock_within, Vgpu};
 /// longer (or waiting on a user event) has its buffers read at the pause.
 const SETTLE: Duration = Duration::from_secs(1);
 /// How long a copy waits for its session's batches in progress.
-pub(super) const LOCK: Duration = crate::executor::QUIESCE_DRAIN;
+const LOCK: Duration = crate::executor::QUIESCE_DRAIN;
 
 /// How a checkpoint taken while the guest runs proceeds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,13 +150,13 @@ pub(super) fn session_states(vgpu: &Vgpu) -> Vec<(u64, Arc<Mutex<SessionState>>)
 /// runs batch after batch would otherwise always take its lock first. The
 /// guest waits for one buffer's read at most; a vGPU paused already (by an
 /// operator) stays so.
-pub(super) struct Hold<'a> {
+struct Hold<'a> {
     vgpu: &'a Arc<Vgpu>,
     ours: bool,
 }
 
 impl<'a> Hold<'a> {
-    pub(super) fn new(vgpu: &'a Arc<Vgpu>) -> Hold<'a> {
+    fn new(vgpu: &'a Arc<Vgpu>) -> Hold<'a> {
         let ours = !vgpu.is_paused();
         if ours {
             vgpu.pause();

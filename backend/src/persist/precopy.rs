@@ -26,7 +26,7 @@ use vgpu_migration as m;
 
 use super::base::CheckpointBase;
 use super::byte_queue::{ByteQueue, QueueWriter, Taken};
-use super::live::{capture, precopy, session_states, write, Hold, LiveOptions, LOCK};
+use super::live::{capture, precopy, session_states, write, LiveOptions};
 use super::{Error, Incremental};
 use crate::vgpu::{lock_within, Vgpu};
 
@@ -38,6 +38,8 @@ const TAKE_WAIT: Duration = Duration::from_millis(20);
 const FRAMING_ESTIMATE: u64 = 1 << 20;
 /// How often the bytes written since their copy are counted.
 const RECOUNT: Duration = Duration::from_millis(50);
+/// How long a count waits for a session's batch in progress.
+const COUNT_LOCK: Duration = Duration::from_millis(20);
 /// A size not counted yet: large, so QEMU keeps iterating meanwhile.
 const UNKNOWN: u64 = u64::MAX / 4;
 
@@ -322,12 +324,13 @@ fn produce(
 }
 
 /// Bytes of the vGPU's buffers not held unchanged by `base` (all of them
-/// without one); `None` if a session stayed busy past the lock's wait.
+/// without one); `None` if a session stayed busy past `COUNT_LOCK`. The
+/// guest is not held for a count (its held chains would run on the
+/// counting thread when resumed): a count falls between its batches.
 fn changed_bytes(vgpu: &Arc<Vgpu>, base: Option<&CheckpointBase>) -> Option<u64> {
     let mut total = 0;
     for (_, state) in session_states(vgpu) {
-        let _hold = Hold::new(vgpu);
-        let mut session = lock_within(&state, LOCK)?;
+        let mut session = lock_within(&state, COUNT_LOCK)?;
         if !session.opened || session.closed {
             continue;
         }
