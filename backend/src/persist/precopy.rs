@@ -359,12 +359,15 @@ fn changed_bytes(vgpu: &Arc<Vgpu>, base: Option<&CheckpointBase>) -> Option<u64>
 
 /// The destination side: the whole checkpoint as it arrives.
 pub struct Incoming {
+    vgpu: Arc<Vgpu>,
     file: std::fs::File,
     received: u64,
+    /// Whether the objects are being built ahead already.
+    building: bool,
 }
 
 impl Incoming {
-    pub fn new() -> Result<Incoming, PrecopyError> {
+    pub fn new(vgpu: Arc<Vgpu>) -> Result<Incoming, PrecopyError> {
         // SAFETY: a constant, NUL-terminated name; flags valid for
         // memfd_create.
         let fd = unsafe { libc::memfd_create(c"vgpu-precopy".as_ptr(), libc::MFD_CLOEXEC) };
@@ -374,12 +377,25 @@ impl Incoming {
         // SAFETY: memfd_create returned a new descriptor that nothing
         // else owns.
         let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-        Ok(Incoming { file, received: 0 })
+        Ok(Incoming {
+            vgpu,
+            file,
+            received: 0,
+            building: false,
+        })
     }
 
+    /// Keeps `bytes`; once the state (it comes first, before the buffers)
+    /// has arrived whole, starts building its objects ahead.
     pub fn append(&mut self, bytes: &[u8]) -> Result<(), PrecopyError> {
         self.file.write_all(bytes).map_err(PrecopyError::Keep)?;
         self.received += bytes.len() as u64;
+        if !self.building {
+            if let Some(state) = state_so_far(&self.file) {
+                self.building = true;
+                build_ahead(self.vgpu.clone(), state);
+            }
+        }
         Ok(())
     }
 
@@ -389,10 +405,7 @@ impl Incoming {
 
     /// The stream is complete: the vGPU's incoming device state may refer
     /// to it. Only its opening is checked here; the merge checks the rest.
-    /// Its objects are built once at once, aside, so the device's program
-    /// cache holds their programs when the restore at the stop builds them
-    /// again.
-    pub fn keep(mut self, vgpu: &Arc<Vgpu>) -> Result<u64, PrecopyError> {
+    pub fn keep(mut self) -> Result<u64, PrecopyError> {
         self.file.rewind().map_err(PrecopyError::Keep)?;
         let id = m::stream::base_id(&mut self.file)
             .map_err(PrecopyError::NotWhole)?
@@ -402,49 +415,58 @@ impl Incoming {
             id.0,
             self.received
         );
-        let ahead = self.file.try_clone().map_err(PrecopyError::Keep)?;
-        vgpu.migration_base
+        self.vgpu
+            .migration_base
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .incoming = Some((id, self.file));
-        let vgpu = vgpu.clone();
-        let spawned = std::thread::Builder::new()
-            .name("vgpu-prebuild".into())
-            .spawn(move || match build_ahead(&vgpu, ahead) {
-                Ok(sessions) => log::info!(
-                    "pre-copy: built the incoming vGPU's {sessions} session(s) ahead of the stop"
-                ),
-                // The restore at the stop builds (and reports) them anyway.
-                Err(e) => log::info!(
-                    "pre-copy: cannot build the incoming vGPU ahead of the stop: {}",
-                    crate::startup::error_chain(&e)
-                ),
-            });
-        if let Err(e) = spawned {
-            log::info!("pre-copy: no thread to build the incoming vGPU ahead: {e}");
-        }
         Ok(self.received)
     }
 }
 
-/// Builds the objects of the whole checkpoint in `file` on the vGPU's
-/// devices and drops them: the drivers keep what they compiled in their
-/// caches (PoCL's `POCL_CACHE_DIR`, CUDA's `CUDA_CACHE_PATH`, private to
-/// this worker), so the restore at the stop finds its programs built.
-/// Reads at its own offset: the merge at the stop reads the same file.
-fn build_ahead(vgpu: &Vgpu, file: std::fs::File) -> Result<usize, Error> {
-    let executors = vgpu.executors();
-    let mut reader = m::StreamReader::new(ReadAt { file, at: 0 })?;
-    while let Some(item) = reader.next_item()? {
-        if let m::Item::State(state) = item {
-            let m::VgpuState::V1(state) = *state;
-            for session in &state.sessions {
-                drop(super::rebuild_session(&executors, session)?);
-            }
-            return Ok(state.sessions.len());
+/// The state at the head of a stream still arriving, once it is whole.
+/// Read at its own offset: appends go on at the file's.
+fn state_so_far(file: &std::fs::File) -> Option<m::VgpuState> {
+    let file = file.try_clone().ok()?;
+    let mut reader = m::StreamReader::new(ReadAt { file, at: 0 }).ok()?;
+    loop {
+        match reader.next_item() {
+            Ok(Some(m::Item::State(state))) => return Some(*state),
+            Ok(Some(_)) => continue,
+            // Not all there yet (or not a stream: the merge will say).
+            Ok(None) | Err(_) => return None,
         }
     }
-    Ok(0)
+}
+
+/// Builds the objects of `state` on the vGPU's devices, on a thread of
+/// its own, and drops them: the drivers keep what they compiled in their
+/// caches (PoCL's `POCL_CACHE_DIR`, CUDA's `CUDA_CACHE_PATH`, private to
+/// this worker), so the restore at the stop finds its programs built.
+fn build_ahead(vgpu: Arc<Vgpu>, state: m::VgpuState) {
+    let build = move || -> Result<usize, Error> {
+        let executors = vgpu.executors();
+        let m::VgpuState::V1(state) = state;
+        for session in &state.sessions {
+            drop(super::rebuild_session(&executors, session)?);
+        }
+        Ok(state.sessions.len())
+    };
+    let spawned = std::thread::Builder::new()
+        .name("vgpu-prebuild".into())
+        .spawn(move || match build() {
+            Ok(sessions) => log::info!(
+                "pre-copy: built the incoming vGPU's {sessions} session(s) ahead of the stop"
+            ),
+            // The restore at the stop builds (and reports) them anyway.
+            Err(e) => log::info!(
+                "pre-copy: cannot build the incoming vGPU ahead of the stop: {}",
+                crate::startup::error_chain(&e)
+            ),
+        });
+    if let Err(e) = spawned {
+        log::info!("pre-copy: no thread to build the incoming vGPU ahead: {e}");
+    }
 }
 
 /// Reads a file from its own offset (`pread`), whatever its shared one.

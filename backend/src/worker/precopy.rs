@@ -170,7 +170,7 @@ fn answer(
             reader.read_exact(&mut bytes).map_err(io)?;
             let incoming = match connection.incoming.as_mut() {
                 Some(incoming) => incoming,
-                None => connection.incoming.insert(Incoming::new()?),
+                None => connection.incoming.insert(Incoming::new(vgpu()?)?),
             };
             incoming.append(&bytes)?;
             writeln!(out, "ok").map_err(io)
@@ -180,7 +180,7 @@ fn answer(
                 .incoming
                 .take()
                 .ok_or(RequestError::NothingLoaded)?;
-            let kept = incoming.keep(&vgpu()?)?;
+            let kept = incoming.keep()?;
             writeln!(out, "ok {kept}").map_err(io)
         }
         (Some("abort"), None, None) => {
