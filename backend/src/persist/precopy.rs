@@ -84,8 +84,6 @@ pub struct Outgoing {
     finished: bool,
     /// The last count of bytes written since their copy.
     changed: Arc<AtomicU64>,
-    /// Set once the whole stream was taken: the counts start then.
-    sent_all: Arc<std::sync::atomic::AtomicBool>,
     /// Counts on a thread of its own: a count waits for the sessions'
     /// batches in progress, and the chains held meanwhile run on the
     /// thread that resumes them; neither may fall on QEMU's migration
@@ -120,14 +118,12 @@ impl Outgoing {
                 .map_err(PrecopyError::Thread)?
         };
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let sent_all = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let counter = {
             let (vgpu, captured) = (vgpu.clone(), captured.clone());
             let (expected, changed, stop) = (expected.clone(), changed.clone(), stop.clone());
-            let sent_all = sent_all.clone();
             std::thread::Builder::new()
                 .name("vgpu-precopy-count".into())
-                .spawn(move || count(&vgpu, &captured, &expected, &changed, &sent_all, &stop))
+                .spawn(move || count(&vgpu, &captured, &expected, &changed, &stop))
                 .map_err(PrecopyError::Thread)?
         };
         let previous = vgpu
@@ -146,7 +142,6 @@ impl Outgoing {
             previous,
             finished: false,
             changed,
-            sent_all,
             counter: Some((stop, counter)),
         })
     }
@@ -184,7 +179,6 @@ impl Outgoing {
             self.sent
         );
         self.sent_base = self.captured_base();
-        self.sent_all.store(true, Ordering::Relaxed);
         Ok(())
     }
 
@@ -208,13 +202,11 @@ impl Outgoing {
                 expected.saturating_sub(self.sent).max(self.queue.queued()) + 1
             }
         };
-        // Until the whole stream went, only its rest: counting the
-        // buffers written since their copy while it still streamed stalled
-        // the 1 GiB benchmark (not understood yet, see qemu-configs/README.md).
-        if self.sent_base.is_none() {
+        // Before the capture every buffer is in `expected`.
+        if self.captured_base().is_none() {
             return rest;
         }
-        self.changed.load(Ordering::Relaxed)
+        rest.saturating_add(self.changed.load(Ordering::Relaxed))
     }
 
     /// The stream was all sent: the device state at the stop refers to it.
@@ -266,20 +258,19 @@ impl Drop for Outgoing {
 }
 
 /// Runs on the counting thread until `stop`: the buffers' bytes once, for
-/// the stream's size until it is written, then, once the whole stream
-/// was taken, the bytes written since their copy every `RECOUNT`. A count
+/// the stream's size until it is written, then, once the checkpoint is
+/// captured, the bytes written since their copy every `RECOUNT`. A count
 /// that found a session too busy leaves the last figure.
 fn count(
     vgpu: &Arc<Vgpu>,
     captured: &Captured,
     expected: &AtomicU64,
     changed: &AtomicU64,
-    sent_all: &std::sync::atomic::AtomicBool,
     stop: &std::sync::atomic::AtomicBool,
 ) {
     while !stop.load(Ordering::Relaxed) {
         let base = captured.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        match base.filter(|_| sent_all.load(Ordering::Relaxed)) {
+        match base {
             Some(base) => {
                 if let Some(n) = changed_bytes(vgpu, Some(&base)) {
                     changed.store(n, Ordering::Relaxed);

@@ -303,13 +303,17 @@ const DEFAULT_DOWNTIME_LIMIT_MS: u64 = 300;
 /// downtime limit is raised, and to what.
 const CONVERGE_WAIT: Duration = Duration::from_secs(20);
 const RAISED_DOWNTIME_LIMIT_MS: u64 = 5000;
+/// QEMU's default `max-bandwidth`, the rate the pre-copy moved at.
+const SWITCHOVER_BANDWIDTH: u64 = 128 << 20;
 
 /// With QEMU's pre-copy the vGPU reports, as pending, the buffers written
 /// since their copy: a guest that rewrites more of them per iteration than
 /// the downtime limit lets QEMU move never converges, as with RAM. Once
 /// the whole vGPU went and the migration is still on after
-/// `CONVERGE_WAIT`, the limit is raised as an operator would; returns the
-/// limit it was raised to.
+/// `CONVERGE_WAIT`, the limit is raised as an operator would, with the
+/// bandwidth to expect at the switch-over: with nothing left to send
+/// before it, QEMU's own estimate of the bandwidth falls to about zero,
+/// and with it what it lets the downtime hold. Returns the raised limit.
 fn converge(source: &mut Qmp, backend: &Backend) -> Result<Option<u64>> {
     let deadline = Instant::now() + STEP_TIMEOUT;
     let mut sent_at = None;
@@ -325,7 +329,10 @@ fn converge(source: &mut Qmp, backend: &Backend) -> Result<Option<u64>> {
             qmp(
                 source,
                 "migrate-set-parameters",
-                json!({ "downtime-limit": RAISED_DOWNTIME_LIMIT_MS }),
+                json!({
+                    "downtime-limit": RAISED_DOWNTIME_LIMIT_MS,
+                    "avail-switchover-bandwidth": SWITCHOVER_BANDWIDTH,
+                }),
             )?;
             return Ok(Some(RAISED_DOWNTIME_LIMIT_MS));
         }
