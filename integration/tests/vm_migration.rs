@@ -794,6 +794,13 @@ fn guest_writing_during_precopy_ends_with_its_native_checksum() {
     };
     let native = native_checksum_of(PRECOPY_ARGS);
     pair.wait_for_program();
+    // Once the whole vGPU went, little flows but the rewritten buffers,
+    // and QEMU's own bandwidth estimate (which sizes what its downtime
+    // limit lets through) falls towards zero: state what the link moves.
+    pair.source_qmp.run(
+        "migrate-set-parameters",
+        json!({"avail-switchover-bandwidth": 128u64 << 20}),
+    );
     pair.migrate();
     let info = pair.poll_source(&["completed", "failed", "cancelled"], RUN_TIMEOUT);
     let (source_log, dest_log) = (pair.source_backend.log(), pair.dest_backend.log());
