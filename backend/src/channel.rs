@@ -31,7 +31,12 @@ pub enum WorkerEvent {
     /// Setting up failed; the worker exits.
     Failed { error: String },
     /// A front-end connected: the supervisor starts the next standby.
-    Connected,
+    /// `front_end` is its pid where known, so its pre-copy channel can
+    /// be passed to this worker.
+    Connected {
+        #[serde(default)]
+        front_end: Option<u32>,
+    },
     /// The front-end went away; the worker is ending (control commands no
     /// longer reach its VM).
     Disconnected,
@@ -46,6 +51,9 @@ pub enum SupervisorRequest {
     /// Serve one control command on the stream passed along (the first
     /// descriptor); the second, if any, is the file the command names.
     Control,
+    /// Serve the VM's pre-copy channel on the connection passed along
+    /// (`crate::worker::precopy`).
+    Precopy,
 }
 
 pub struct Channel {
@@ -232,7 +240,8 @@ mod tests {
         file.write_all(b"passed along").unwrap();
         a.send(&SupervisorRequest::Control, &[file.as_raw_fd()])
             .unwrap();
-        a.send(&WorkerEvent::Connected, &[]).unwrap();
+        a.send(&WorkerEvent::Connected { front_end: None }, &[])
+            .unwrap();
         let (request, fds): (SupervisorRequest, _) = b.recv().unwrap().unwrap();
         assert_eq!(request, SupervisorRequest::Control);
         assert_eq!(fds.len(), 1);
@@ -242,7 +251,7 @@ mod tests {
         received.read_to_string(&mut text).unwrap();
         assert_eq!(text, "passed along");
         let (event, fds): (WorkerEvent, _) = b.recv().unwrap().unwrap();
-        assert_eq!(event, WorkerEvent::Connected);
+        assert_eq!(event, WorkerEvent::Connected { front_end: None });
         assert!(fds.is_empty());
         drop(a);
         assert!(b.recv::<WorkerEvent>().unwrap().is_none());

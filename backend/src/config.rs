@@ -44,6 +44,12 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     pub control: Option<PathBuf>,
 
+    /// Unix socket for the pre-copy channel of QEMU's migration
+    /// (`vhost-user-vgpu-pci,precopy-socket=PATH`): each QEMU's connection
+    /// reaches the worker serving that QEMU's vGPU.
+    #[arg(long, value_name = "PATH")]
+    pub precopy_socket: Option<PathBuf>,
+
     /// Most commands a guest queue may run ahead of completion (0: no
     /// bound). A bound makes the drain before a snapshot or migration wait
     /// for at most N commands, at some cost in throughput.
@@ -214,6 +220,8 @@ pub struct Config {
     pub devices: Vec<DeviceSpec>,
     pub log_level: log::LevelFilter,
     pub control: Option<PathBuf>,
+    /// `--precopy-socket`.
+    pub precopy_socket: Option<PathBuf>,
     pub queue_depth: usize,
     pub restore: Option<PathBuf>,
     pub profile: Option<PathBuf>,
@@ -448,6 +456,7 @@ impl TryFrom<Args> for Config {
             poll: std::time::Duration::from_micros(args.poll_us),
             log_level: parse_log_level(&args.log_level)?,
             control: args.control,
+            precopy_socket: args.precopy_socket,
             queue_depth: args.queue_depth,
             restore: args.restore,
             profile: args.profile,

@@ -192,7 +192,7 @@ pub fn front_end_pid(listener: RawFd, listener_name: &[u8]) -> Option<libc::pid_
         .find_map(peer_pid)
 }
 
-fn peer_pid(fd: RawFd) -> Option<libc::pid_t> {
+pub(crate) fn peer_pid(fd: RawFd) -> Option<libc::pid_t> {
     let mut cred = libc::ucred {
         pid: 0,
         uid: 0,

@@ -16,6 +16,8 @@ pub enum ServerError {
     Listen(PathBuf, #[source] std::io::Error),
     #[error("cannot start the control socket {0}")]
     Control(PathBuf, #[source] std::io::Error),
+    #[error("cannot start the pre-copy socket {0}")]
+    Precopy(PathBuf, #[source] std::io::Error),
     #[error("cannot set up signal handling")]
     Signals(#[source] std::io::Error),
     #[error("vhost-user daemon failed: {0}")]

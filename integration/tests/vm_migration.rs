@@ -65,29 +65,35 @@ fn vm_parts() -> Option<(PathBuf, PathBuf)> {
 
 /// The checksum of an undisturbed native run (no vGPU, no VM).
 fn native_checksum() -> String {
-    static NATIVE: OnceLock<String> = OnceLock::new();
-    NATIVE
-        .get_or_init(|| {
-            let program = paths::cl_tests_dir().join("checkpoint_loop");
-            let started = Instant::now();
-            let out = Command::new(&program)
-                .args(ARGS)
-                .output()
-                .unwrap_or_else(|e| panic!("run {}: {e}", program.display()));
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            let results = parse_results(&stdout);
-            let (checksum, passed) = results
-                .get("checkpoint_loop")
-                .unwrap_or_else(|| panic!("native checkpoint_loop printed no RESULT:\n{stdout}"));
-            assert!(passed, "native checkpoint_loop failed:\n{stdout}");
-            println!(
-                "native checkpoint_loop {}: {checksum} in {:.1} s",
-                ARGS.join(" "),
-                started.elapsed().as_secs_f32()
-            );
-            checksum.clone()
-        })
-        .clone()
+    native_checksum_of(ARGS)
+}
+
+/// The checksum of an undisturbed native run of `checkpoint_loop ARGS`.
+fn native_checksum_of(args: &'static [&'static str]) -> String {
+    static NATIVE: Mutex<Vec<(&'static [&'static str], String)>> = Mutex::new(Vec::new());
+    let mut known = NATIVE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, checksum)) = known.iter().find(|(a, _)| *a == args) {
+        return checksum.clone();
+    }
+    let program = paths::cl_tests_dir().join("checkpoint_loop");
+    let started = Instant::now();
+    let out = Command::new(&program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", program.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let results = parse_results(&stdout);
+    let (checksum, passed) = results
+        .get("checkpoint_loop")
+        .unwrap_or_else(|| panic!("native checkpoint_loop printed no RESULT:\n{stdout}"));
+    assert!(passed, "native checkpoint_loop failed:\n{stdout}");
+    println!(
+        "native checkpoint_loop {}: {checksum} in {:.1} s",
+        args.join(" "),
+        started.elapsed().as_secs_f32()
+    );
+    known.push((args, checksum.clone()));
+    checksum.clone()
 }
 
 /// The guest's `RESULT checkpoint_loop` checksum, asserting it passed.
@@ -136,31 +142,60 @@ struct Pair {
     dest_backend: Backend,
     /// The destination's listening port.
     port: u16,
+    /// The guest program's arguments.
+    args: &'static [&'static str],
 }
 
 impl Pair {
     /// Starts both back-ends and both QEMUs. `capabilities` are set on both
     /// sides; `dest_backend_args` go to the destination's back-end.
     fn start(name: &str, capabilities: &[&str], dest_backend_args: &[&str]) -> Option<Pair> {
+        Pair::start_with(name, capabilities, dest_backend_args, ARGS, false)
+    }
+
+    /// As `start`, with the guest program's `args`, and with `precopy`
+    /// both back-ends serve a pre-copy socket which both QEMUs name.
+    fn start_with(
+        name: &str,
+        capabilities: &[&str],
+        dest_backend_args: &[&str],
+        args: &'static [&'static str],
+        precopy: bool,
+    ) -> Option<Pair> {
         let (qemu, image) = vm_parts()?;
         // The reference first: it needs the machine to itself.
-        native_checksum();
+        native_checksum_of(args);
         let dir = paths::scratch(name);
         let (src_dir, dst_dir) = (dir.join("source"), dir.join("dest"));
         std::fs::create_dir_all(&src_dir).expect("source dir");
         std::fs::create_dir_all(&dst_dir).expect("dest dir");
-        let source_backend = Backend::start(&src_dir, &["--device", SOURCE_DEVICE]);
+        let precopy_socket = |d: &Path| d.join("precopy.sock").to_string_lossy().into_owned();
+        let (src_precopy, dst_precopy) = (precopy_socket(&src_dir), precopy_socket(&dst_dir));
+        let mut source_args = vec!["--device", SOURCE_DEVICE];
         let mut dest_args = vec!["--device", DEST_DEVICE];
+        if precopy {
+            source_args.extend(["--precopy-socket", &src_precopy]);
+            dest_args.extend(["--precopy-socket", &dst_precopy]);
+        }
+        let source_backend = Backend::start(&src_dir, &source_args);
         dest_args.extend_from_slice(dest_backend_args);
         let dest_backend = Backend::start(&dst_dir, &dest_args);
 
-        let run = format!("/opt/vgpu/bin/checkpoint_loop,{}", ARGS.join(","));
+        let run = format!("/opt/vgpu/bin/checkpoint_loop,{}", args.join(","));
         let mut config = VmConfig::new(&qemu, &image, &run);
         config.vgpu_socket = Some(source_backend.socket.clone());
-        let source = vm::start(&config, &src_dir, &[]);
-        // Identical machine options; only the back-end socket differs.
+        let global = |socket: &str| format!("vhost-user-vgpu.precopy-socket={socket}");
+        let (src_global, dst_global) = (global(&src_precopy), global(&dst_precopy));
+        let mut source_extra = vec![];
+        let mut dest_extra = vec!["-incoming", "defer"];
+        if precopy {
+            source_extra.extend(["-global", &src_global]);
+            dest_extra.extend(["-global", &dst_global]);
+        }
+        let source = vm::start(&config, &src_dir, &source_extra);
+        // Identical machine options; only the back-end sockets differ.
         config.vgpu_socket = Some(dest_backend.socket.clone());
-        let dest = vm::start(&config, &dst_dir, &["-incoming", "defer"]);
+        let dest = vm::start(&config, &dst_dir, &dest_extra);
 
         let caps: Vec<Value> = capabilities
             .iter()
@@ -196,6 +231,7 @@ impl Pair {
             dest,
             source_qmp,
             port,
+            args,
         })
     }
 
@@ -262,7 +298,7 @@ impl Pair {
         let checksum = guest_checksum(&console, "source");
         assert_eq!(
             checksum,
-            native_checksum(),
+            native_checksum_of(self.args),
             "after {what} the source's result differs from a native run"
         );
         println!(
@@ -735,4 +771,121 @@ fn incremental_device_state_without_its_base_fails_and_the_source_runs_on() {
         std::thread::sleep(Duration::from_millis(50));
     }
     pair.source_finishes("a migration whose destination lacked the base");
+}
+
+/// Pre-copy through QEMU: 64 MiB of buffers of which the guest rewrites 2
+/// of 8 (16 MiB) in every iteration, all through the migration.
+const PRECOPY_ARGS: &[&str] = &["-m", "64", "-i", "1200", "-p", "1", "-a", "2"];
+
+/// `N` of the source back-end's `pre-copy: whole checkpoint of N bytes`.
+fn precopy_bytes(log: &str) -> Option<u64> {
+    let line = log
+        .lines()
+        .find(|l| l.contains("pre-copy: whole checkpoint of "))?;
+    let after = &line[line.find("checkpoint of ")? + "checkpoint of ".len()..];
+    after.split_whitespace().next()?.parse().ok()
+}
+
+#[test]
+fn guest_writing_during_precopy_ends_with_its_native_checksum() {
+    let _serial = serial();
+    let Some(mut pair) = Pair::start_with("vm-precopy", &[], &[], PRECOPY_ARGS, true) else {
+        return;
+    };
+    let native = native_checksum_of(PRECOPY_ARGS);
+    pair.wait_for_program();
+    // Once the whole vGPU went, little flows but the rewritten buffers,
+    // and QEMU's own bandwidth estimate (which sizes what its downtime
+    // limit lets through) falls towards zero: state what the link moves.
+    pair.source_qmp.run(
+        "migrate-set-parameters",
+        json!({"avail-switchover-bandwidth": 128u64 << 20}),
+    );
+    pair.migrate();
+    let info = pair.poll_source(&["completed", "failed", "cancelled"], RUN_TIMEOUT);
+    let (source_log, dest_log) = (pair.source_backend.log(), pair.dest_backend.log());
+    assert_eq!(
+        info["status"], "completed",
+        "migration did not complete: {info}\nsource back-end:\n{source_log}\ndestination back-end:\n{dest_log}"
+    );
+    let exited = pair.dest.wait_exit(RUN_TIMEOUT);
+    let dest_console = pair.dest.console();
+    assert!(
+        exited && pair.dest.exit_status() == Some(0),
+        "{dest_console}\n{}",
+        pair.dest_backend.log()
+    );
+    assert_eq!(guest_checksum(&dest_console, "destination"), native);
+
+    // The whole vGPU went before the stop; the device state at the stop
+    // carried the objects and the buffers written since their copy.
+    let streamed = precopy_bytes(&source_log)
+        .unwrap_or_else(|| panic!("no pre-copy line in the source's log:\n{source_log}"));
+    assert!(streamed >= 64 << 20, "pre-copy of {streamed} bytes");
+    assert!(
+        source_log.contains("sending only what changed since the migration base"),
+        "{source_log}"
+    );
+    assert!(
+        dest_log.contains("pre-copy: kept the incoming whole checkpoint"),
+        "{dest_log}"
+    );
+    assert!(
+        dest_log.contains("the incoming vGPU is incremental"),
+        "{dest_log}"
+    );
+    let sent = device_state_line(&source_log, "sent").expect("a device-state line");
+    let at_stop = state_bytes(sent).expect("bytes in the device-state line");
+    // At most the two buffers the guest rewrites, and some framing.
+    assert!(at_stop <= (16 << 20) + (1 << 20), "{sent}");
+    println!(
+        "pre-copy migration: downtime {} ms, total {} ms; {streamed} bytes before the stop, {at_stop} at it",
+        info["downtime"], info["total-time"]
+    );
+    let _ = pair.source_qmp.execute("quit", None);
+}
+
+#[test]
+fn migration_cancelled_during_precopy_leaves_the_source_running() {
+    let _serial = serial();
+    let Some(mut pair) = Pair::start_with("vm-precopy-cancel", &[], &[], PRECOPY_ARGS, true) else {
+        return;
+    };
+    pair.wait_for_program();
+    // Slow enough that the vGPU's stream is still going when cancelled.
+    pair.source_qmp.run(
+        "migrate-set-parameters",
+        json!({"max-bandwidth": 4u64 << 20}),
+    );
+    pair.migrate();
+    let deadline = Instant::now() + QMP_TIMEOUT;
+    while !pair
+        .source_backend
+        .log()
+        .contains("pre-copy channel of front-end")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the pre-copy never began:\n{}",
+            pair.source_backend.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let info = pair.source_qmp.query_migrate().expect("query-migrate");
+    assert_eq!(info["status"], "active", "not active before cancel: {info}");
+    pair.source_qmp.run("migrate_cancel", Value::Null);
+    let info = pair.poll_source(&["cancelled", "failed", "completed"], QMP_TIMEOUT);
+    assert_eq!(info["status"], "cancelled", "{info}");
+    pair.source_finishes("migrate_cancel during pre-copy");
+    let source_log = pair.source_backend.log();
+    assert!(
+        source_log.contains("pre-copy cancelled after "),
+        "the source back-end's pre-copy was not under way when cancelled:\n{source_log}"
+    );
+    assert!(
+        device_state_line(&source_log, "sent").is_none(),
+        "the source back-end saved its state although the migration was cancelled:\n{source_log}"
+    );
+    pair.dest.kill();
 }

@@ -137,7 +137,7 @@ fn read_whole(source: &mut dyn BufferSource) -> Result<Vec<u8>, Error> {
 }
 
 /// The sessions of the vGPU now, each behind its own lock.
-fn session_states(vgpu: &Vgpu) -> Vec<(u64, Arc<Mutex<SessionState>>)> {
+pub(super) fn session_states(vgpu: &Vgpu) -> Vec<(u64, Arc<Mutex<SessionState>>)> {
     let mut states: Vec<_> = vgpu
         .sessions()
         .iter()

@@ -15,15 +15,18 @@ use crate::executor::SnapshotError;
 use crate::vgpu::Vgpu;
 
 mod base;
+mod byte_queue;
 mod capture;
 mod live;
 mod load;
 mod migration;
+mod precopy;
 mod rehome;
 mod sessions;
 pub use base::{CheckpointBase, MigrationBase};
 pub use live::{save_live, Incremental, LiveOptions, RoundFn, RoundProgress};
 pub use migration::{restore_migration, save_for_migration};
+pub use precopy::{Incoming, Outgoing, PrecopyError};
 pub use rehome::rehome;
 pub(crate) use sessions::{exec_sessions, rebuild_session, save_session};
 

@@ -35,6 +35,8 @@ pub struct WorkerLink {
     /// Whether a front-end is connected to it (control commands for a VM
     /// go to the worker serving it, not to the standby or one ending).
     serving: std::sync::atomic::AtomicBool,
+    /// The pid of the front-end it serves, once connected and known.
+    pub front_end: Mutex<Option<u32>>,
     /// The worker's private driver cache, once it said where.
     pub cache: Mutex<Option<std::path::PathBuf>>,
     channel: Channel,
@@ -105,6 +107,7 @@ impl WorkerLink {
             pid: child.id(),
             uid: spawn.uid,
             serving: Default::default(),
+            front_end: Mutex::new(None),
             cache: Mutex::new(None),
             channel: ours,
             child: Mutex::new(child),
@@ -178,6 +181,12 @@ impl WorkerLink {
     pub fn has_ended(&self) -> bool {
         let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
         !matches!(child.try_wait(), Ok(None))
+    }
+
+    /// Passes a pre-copy connection to the worker.
+    pub fn pass_precopy(&self, stream: UnixStream) -> std::io::Result<()> {
+        self.channel
+            .send(&SupervisorRequest::Precopy, &[stream.as_raw_fd()])
     }
 
     /// Runs one control command in the worker (with the file it names,

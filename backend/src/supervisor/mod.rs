@@ -12,6 +12,7 @@ pub mod exporter;
 mod gather;
 mod incremental;
 mod link;
+mod precopy;
 mod uids;
 
 use std::ffi::OsString;
@@ -178,6 +179,13 @@ pub fn run(config: Config) -> Result<(), ServerError> {
             return Err(ServerError::Restore(path.clone(), "no such file".into()));
         }
     }
+    let precopy = match &config.precopy_socket {
+        Some(path) => Some(
+            crate::supervisor::precopy::bind(path)
+                .map_err(|e| ServerError::Precopy(path.clone(), e))?,
+        ),
+        None => None,
+    };
     let control = match &config.control {
         Some(path) => Some(
             crate::supervisor::control::bind(path)
@@ -248,6 +256,10 @@ pub fn run(config: Config) -> Result<(), ServerError> {
         crate::supervisor::control::spawn(listener, supervisor.clone())
             .map_err(|e| failed(ServerError::Control(path.clone(), e)))?;
     }
+    if let (Some(path), Some(listener)) = (&config.precopy_socket, precopy) {
+        crate::supervisor::precopy::spawn(listener, supervisor.clone())
+            .map_err(|e| failed(ServerError::Precopy(path.clone(), e)))?;
+    }
     let metric_paths: Vec<_> = metrics.iter().filter_map(|m| m.path()).collect();
     for bound in metrics {
         bound
@@ -258,7 +270,7 @@ pub fn run(config: Config) -> Result<(), ServerError> {
     serve_front_ends(&supervisor, standby);
     wait_for_workers(&supervisor);
     drop(listener);
-    if let Some(path) = &config.control {
+    for path in config.control.iter().chain(&config.precopy_socket) {
         remove_socket(path);
     }
     metric_paths.iter().for_each(|p| remove_socket(p));
@@ -277,7 +289,8 @@ fn serve_front_ends(supervisor: &Arc<Supervisor>, mut standby: Arc<WorkerLink>) 
                     .unwrap_or_else(|e| e.into_inner()) = devices;
                 continue;
             }
-            Some(WorkerEvent::Connected) => {
+            Some(WorkerEvent::Connected { front_end }) => {
+                *standby.front_end.lock().unwrap_or_else(|e| e.into_inner()) = front_end;
                 log::info!(
                     "front-end {} connected: worker {}",
                     standby.vm_id,

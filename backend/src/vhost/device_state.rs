@@ -56,8 +56,12 @@ pub fn start_transfer(
                     io::Write::flush(&mut w).map_err(|e| e.to_string())?;
                     vgpu.metrics().migrations_out.note(started.elapsed());
                     Ok(format!(
-                        "sent {} session(s), {} bytes ({} of buffers), drain {:?}",
-                        report.sessions, report.stream_bytes, report.buffer_bytes, report.drain
+                        "sent {} session(s), {} bytes ({} of buffers), drain {:?}, in {} ms",
+                        report.sessions,
+                        report.stream_bytes,
+                        report.buffer_bytes,
+                        report.drain,
+                        started.elapsed().as_millis()
                     ))
                 })
         })?,
@@ -68,8 +72,12 @@ pub fn start_transfer(
                 Ok(report) => Ok({
                     vgpu.metrics().migrations_in.note(started.elapsed());
                     format!(
-                        "received {} session(s), {} bytes ({} of buffers), rebuilt in {:?}",
-                        report.sessions, report.stream_bytes, report.buffer_bytes, report.rebuild
+                        "received {} session(s), {} bytes ({} of buffers), rebuilt in {:?}, in {} ms",
+                        report.sessions,
+                        report.stream_bytes,
+                        report.buffer_bytes,
+                        report.rebuild,
+                        started.elapsed().as_millis()
                     )
                 }),
                 Err(e) => {

@@ -9,6 +9,7 @@
 //! should not) ends only that VM's vGPU.
 
 mod commands;
+mod precopy;
 mod registry;
 mod requests;
 
@@ -77,6 +78,14 @@ pub fn run(config: Config, role: WorkerRole) -> Result<(), ServerError> {
         .map_err(|e| ServerError::Daemon(e.to_string()))?;
     *SERVICE.lock().unwrap_or_else(|e| e.into_inner()) = daemon.shutdown_handle();
     CONNECTED.store(true, Ordering::SeqCst);
+    // The front-end's pid, for the supervisor to pass its pre-copy
+    // channel here: the connection's credentials, not anything it says.
+    let front_end = config
+        .precopy_socket
+        .as_ref()
+        .and(listener_name.as_deref())
+        .and_then(|name| crate::peer::front_end_pid(role.listener, name))
+        .map(|pid| pid as u32);
     if config.peer_memory {
         attach_peer(&config, role.listener, listener_name.as_deref())?;
     }
@@ -84,7 +93,7 @@ pub fn run(config: Config, role: WorkerRole) -> Result<(), ServerError> {
     drop(vgpu);
     let id = registry.id;
     channel
-        .send(&WorkerEvent::Connected, &[])
+        .send(&WorkerEvent::Connected { front_end }, &[])
         .map_err(ServerError::Channel)?;
     log::info!("front-end {id} connected (worker {})", std::process::id());
     match daemon.wait() {

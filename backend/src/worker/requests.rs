@@ -29,6 +29,19 @@ pub fn spawn(channel: Arc<Channel>, registry: Arc<Registry>) -> std::io::Result<
                         log::warn!("cannot serve a control request: {e}");
                     }
                 }
+                Ok(Some((SupervisorRequest::Precopy, fds))) => {
+                    let Some(stream) = fds.into_iter().next().map(UnixStream::from) else {
+                        log::warn!("a pre-copy connection came without its stream");
+                        continue;
+                    };
+                    let registry = registry.clone();
+                    let spawned = std::thread::Builder::new()
+                        .name("precopy".into())
+                        .spawn(move || crate::worker::precopy::serve(stream, registry));
+                    if let Err(e) = spawned {
+                        log::warn!("cannot serve a pre-copy connection: {e}");
+                    }
+                }
                 Ok(None) => {
                     log::error!(
                         "the supervisor went away; worker {} ends",

@@ -43,7 +43,18 @@ const MIB: f64 = 1024.0 * 1024.0;
 pub(super) struct Sample {
     pub total_s: f64,
     pub downtime_ms: f64,
+    /// The device state sent at the stop.
     pub state_bytes: f64,
+    /// The destination backend's load of that state, from its first byte
+    /// to the vGPU restored: the part of the downtime the vGPU takes.
+    pub load_ms: f64,
+    /// Sent through QEMU's pre-copy before the stop, and in how many copy
+    /// rounds (0 and 0 without it).
+    pub precopy_bytes: f64,
+    pub rounds: f64,
+    /// QEMU's downtime limit at the stop: its default, or what it was
+    /// raised to when the guest wrote more than the limit allows.
+    pub downtime_limit_ms: f64,
 }
 
 /// How a migration run differs from the plain one.
@@ -55,12 +66,17 @@ pub(super) struct Variant {
     /// both backends (`vgpu-ctl migration-base`): the device state sent at
     /// the stop is then incremental.
     pub lean_on_checkpoint: bool,
+    /// Both backends serve `--precopy-socket` and both QEMUs name it
+    /// (`precopy-socket=`): QEMU carries a whole checkpoint in its
+    /// iterative sections while the VM runs.
+    pub qemu_precopy: bool,
 }
 
 impl Variant {
     const PLAIN: Variant = Variant {
         active: 8,
         lean_on_checkpoint: false,
+        qemu_precopy: false,
     };
 }
 
@@ -145,18 +161,31 @@ pub(super) fn migrate(
     }
     // Declared before the guests, so dropped after them: a vhost-user
     // backend that goes away under a live QEMU makes it abort.
-    let backend = |name: &str, device: &str| {
+    let precopy_socket = |d: &Path| d.join("precopy.sock").to_string_lossy().into_owned();
+    let backend = |name: &str, device: &str, dir: &Path| {
+        let mut args = vec!["--device".to_string(), device.to_string()];
+        if variant.qemu_precopy {
+            args.extend(["--precopy-socket".to_string(), precopy_socket(dir)]);
+        }
         let launch = Launch {
             env: devices::env(),
             // The device-state lines are info.
             log_level: "info",
             control: variant.lean_on_checkpoint,
-            ..Launch::new(&["--device".to_string(), device.to_string()])
+            ..Launch::new(&args)
         };
         ctx.launch_backend(name, &launch)
     };
-    let mut source_backend = backend("migration-source", &pair.from.spec)?;
-    let dest_backend = backend("migration-dest", &pair.to.spec)?;
+    let mut source_backend = backend("migration-source", &pair.from.spec, &source_dir)?;
+    let mut dest_backend = backend("migration-dest", &pair.to.spec, &dest_dir)?;
+    let global = |d: &Path| format!("vhost-user-vgpu.precopy-socket={}", precopy_socket(d));
+    let (source_global, dest_global) = (global(&source_dir), global(&dest_dir));
+    let mut source_extra = vec![];
+    let mut dest_extra = vec!["-incoming", "defer"];
+    if variant.qemu_precopy {
+        source_extra.extend(["-global", source_global.as_str()]);
+        dest_extra.extend(["-global", dest_global.as_str()]);
+    }
 
     let mut program_args = args(&[("-m", size_mib), ("-i", ITERATIONS), ("-p", 1)]);
     if variant.active != Variant::PLAIN.active {
@@ -167,7 +196,7 @@ pub(super) fn migrate(
         &source_dir,
         PROGRAM,
         &program_args,
-        &[],
+        &source_extra,
     )?;
     // Identical machine options; only the backend differs.
     let mut dest = guest.start(
@@ -175,7 +204,7 @@ pub(super) fn migrate(
         &dest_dir,
         PROGRAM,
         &program_args,
-        &["-incoming", "defer"],
+        &dest_extra,
     )?;
     let mut dest_qmp = connect(&dest.qmp, &dest)?;
     let mut source_qmp = connect(&source.qmp, &source)?;
@@ -210,6 +239,11 @@ pub(super) fn migrate(
         "migrate",
         json!({ "uri": format!("tcp:127.0.0.1:{port}") }),
     )?;
+    let raised = if variant.qemu_precopy {
+        converge(&mut source_qmp, &source_backend)?
+    } else {
+        None
+    };
     let info = wait_for_migration(&mut source_qmp)?;
     if info["status"] != "completed" {
         return Err(failed(
@@ -233,6 +267,16 @@ pub(super) fn migrate(
             source_backend.log()
         ))
     })?;
+    dest_backend
+        .wait_for_log("device state: received ", QMP_TIMEOUT)
+        .map_err(|e| Error::Migration(format!("the destination logged no state: {e}")))?;
+    let load_ms = load_ms(&dest_backend.log()).ok_or_else(|| {
+        Error::Migration(format!(
+            "no time in the destination backend's device-state line:\n{}",
+            dest_backend.log()
+        ))
+    })?;
+    let (precopy_bytes, rounds) = precopied(&source_backend.log()).unwrap_or((0, 0));
     // The program runs on at the destination, on the other device.
     if !dest.wait_for_console("PROGRESS ", STEP_TIMEOUT) {
         return Err(failed(
@@ -246,7 +290,55 @@ pub(super) fn migrate(
         total_s: total_ms / 1e3,
         downtime_ms,
         state_bytes: state_bytes as f64,
+        load_ms: load_ms as f64,
+        precopy_bytes: precopy_bytes as f64,
+        rounds: rounds as f64,
+        downtime_limit_ms: raised.unwrap_or(DEFAULT_DOWNTIME_LIMIT_MS) as f64,
     })
+}
+
+/// QEMU's default `downtime-limit`.
+const DEFAULT_DOWNTIME_LIMIT_MS: u64 = 300;
+/// How long a pre-copy may go on after the whole vGPU was sent before the
+/// downtime limit is raised, and to what.
+const CONVERGE_WAIT: Duration = Duration::from_secs(20);
+const RAISED_DOWNTIME_LIMIT_MS: u64 = 5000;
+/// QEMU's default `max-bandwidth`, the rate the pre-copy moved at.
+const SWITCHOVER_BANDWIDTH: u64 = 128 << 20;
+
+/// With QEMU's pre-copy the vGPU reports, as pending, the buffers written
+/// since their copy: a guest that rewrites more of them per iteration than
+/// the downtime limit lets QEMU move never converges, as with RAM. Once
+/// the whole vGPU went and the migration is still on after
+/// `CONVERGE_WAIT`, the limit is raised as an operator would, with the
+/// bandwidth to expect at the switch-over: with nothing left to send
+/// before it, QEMU's own estimate of the bandwidth falls to about zero,
+/// and with it what it lets the downtime hold. Returns the raised limit.
+fn converge(source: &mut Qmp, backend: &Backend) -> Result<Option<u64>> {
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    let mut sent_at = None;
+    while Instant::now() < deadline {
+        let info = qmp(source, "query-migrate", Value::Null)?;
+        if info["status"] != "active" && info["status"] != "setup" {
+            return Ok(None);
+        }
+        if sent_at.is_none() && backend.log().contains("pre-copy: whole checkpoint of ") {
+            sent_at = Some(Instant::now());
+        }
+        if sent_at.is_some_and(|t| t.elapsed() > CONVERGE_WAIT) {
+            qmp(
+                source,
+                "migrate-set-parameters",
+                json!({
+                    "downtime-limit": RAISED_DOWNTIME_LIMIT_MS,
+                    "avail-switchover-bandwidth": SWITCHOVER_BANDWIDTH,
+                }),
+            )?;
+            return Ok(Some(RAISED_DOWNTIME_LIMIT_MS));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(None)
 }
 
 fn connect(socket: &Path, guest: &RunningGuest) -> Result<Qmp> {
@@ -305,6 +397,28 @@ fn state_bytes(log: &str) -> Option<u64> {
     after.split_whitespace().next()?.parse().ok()
 }
 
+/// `T` of the destination backend's `device state: received ... in T ms`.
+fn load_ms(log: &str) -> Option<u64> {
+    let line = log
+        .lines()
+        .find(|l| l.contains("device state: received "))?;
+    let after = &line[line.rfind(", in ")? + ", in ".len()..];
+    after.strip_suffix(" ms")?.trim().parse().ok()
+}
+
+/// `N` and `R` of the source backend's `pre-copy: whole checkpoint of N
+/// bytes sent after R copy round(s)`.
+fn precopied(log: &str) -> Option<(u64, u64)> {
+    let line = log
+        .lines()
+        .find(|l| l.contains("pre-copy: whole checkpoint of "))?;
+    let mut words =
+        line[line.find("checkpoint of ")? + "checkpoint of ".len()..].split_whitespace();
+    let bytes = words.next()?.parse().ok()?;
+    let rounds = words.nth(3)?.parse().ok()?;
+    Some((bytes, rounds))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,5 +432,15 @@ mod tests {
             state_bytes("device state: received 1 session(s), 5 bytes"),
             None
         );
+    }
+
+    #[test]
+    fn load_time_and_precopy_come_from_their_lines() {
+        let log = "[x INFO vgpu_backend::persist::precopy] pre-copy: whole checkpoint of 67110000 bytes sent after 3 copy round(s)\n\
+                   [y INFO vgpu_backend::vhost::device_state] device state: received 1 session(s), 5 bytes (0 of buffers), rebuilt in 3ms, in 42 ms\n";
+        assert_eq!(load_ms(log), Some(42));
+        assert_eq!(precopied(log), Some((67110000, 3)));
+        assert_eq!(load_ms("device state: received 1 session(s)"), None);
+        assert_eq!(precopied("nothing here"), None);
     }
 }

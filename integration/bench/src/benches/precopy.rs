@@ -1,9 +1,11 @@
 //! Live migration with the vGPU's buffers moved before the stop, against
 //! the plain stop-and-copy, in the same run: a guest whose program rewrites
-//! 2 of its 8 buffers; either QMP `migrate` at once, or first a whole
+//! 2 of its 8 buffers; either QMP `migrate` at once; or first a whole
 //! checkpoint of the running vGPU named on both backends (`vgpu-ctl
 //! migration-base`), so the device state sent at the stop carries only the
-//! objects and the buffers written since. One run per size and mode: each
+//! objects and the buffers written since; or QEMU's own pre-copy
+//! (`precopy-socket=`), which carries that whole checkpoint in its
+//! iterative sections while the VM runs. One run per size and mode: each
 //! boots two guests. As `migration`, otherwise.
 
 use super::devices::Pair;
@@ -53,19 +55,36 @@ impl Benchmark for PrecopyMigration {
         };
         let mut figures = Vec::new();
         for &size in sizes {
-            for (mode, lean) in [("stop-and-copy", false), ("checkpoint first", true)] {
+            for (mode, lean, qemu_precopy) in [
+                ("stop-and-copy", false, false),
+                ("checkpoint first", true, false),
+                ("QEMU pre-copy", false, true),
+            ] {
                 let variant = Variant {
                     active: ACTIVE,
                     lean_on_checkpoint: lean,
+                    qemu_precopy,
                 };
                 let sample: Sample = migrate(ctx, &guest, &pair, size, 0, variant)?;
                 for (name, unit, value) in [
                     ("precopy_migration_total_time", "s", sample.total_s),
                     ("precopy_migration_downtime", "ms", sample.downtime_ms),
+                    ("precopy_migration_vgpu_load", "ms", sample.load_ms),
                     (
                         "precopy_migration_vgpu_state",
                         "MiB",
                         sample.state_bytes / MIB,
+                    ),
+                    (
+                        "precopy_migration_precopied",
+                        "MiB",
+                        sample.precopy_bytes / MIB,
+                    ),
+                    ("precopy_migration_rounds", "", sample.rounds),
+                    (
+                        "precopy_migration_downtime_limit",
+                        "ms",
+                        sample.downtime_limit_ms,
                     ),
                 ] {
                     let mut f = vgpu_figure(

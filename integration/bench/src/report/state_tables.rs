@@ -54,7 +54,7 @@ const MIGRATION: Layout = Layout {
 };
 
 const PRECOPY: Layout = Layout {
-    title: "QEMU live migration with the buffers moved before the stop (checkpoint first) against stop-and-copy",
+    title: "QEMU live migration with the buffers moved before the stop (checkpoint first, QEMU pre-copy) against stop-and-copy",
     keys: &[
         ("state_mib", "state (MiB)"),
         ("guest_writes", "guest writes"),
@@ -64,7 +64,11 @@ const PRECOPY: Layout = Layout {
     columns: &[
         ("precopy_migration_total_time", "total time (s)"),
         ("precopy_migration_downtime", "downtime (ms)"),
+        ("precopy_migration_vgpu_load", "vGPU load at the destination (ms)"),
         ("precopy_migration_vgpu_state", "vGPU state at the stop (MiB)"),
+        ("precopy_migration_precopied", "pre-copied (MiB)"),
+        ("precopy_migration_rounds", "copy rounds"),
+        ("precopy_migration_downtime_limit", "downtime limit (ms)"),
     ],
 };
 

@@ -1,0 +1,480 @@
+//! Pre-copy of a vGPU through its front-end's migration stream.
+//!
+//! Source ([`Outgoing`]): while the VM runs, a whole checkpoint is taken
+//! live (buffers copied in rounds, a short pause for the objects and what
+//! was written since its copy) and handed out a slice at a time, for QEMU
+//! to send in its iterative sections. Once it was all sent, the vGPU's
+//! migration base is that checkpoint: the device state QEMU asks for at
+//! the stop (`SET_DEVICE_STATE_FD`) is then an incremental one, the
+//! objects and only the buffers written since their copy.
+//!
+//! Destination ([`Incoming`]): the slices are kept in a memory file; once
+//! complete it becomes the migration base an incoming incremental stream is
+//! merged with (`restore_migration`).
+//!
+//! Dropping either side before it completed changes nothing of the vGPU:
+//! the source guest never stopped, and its migration base is what it was.
+
+use std::io::{Seek, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use vgpu_migration as m;
+
+use super::base::CheckpointBase;
+use super::byte_queue::{ByteQueue, QueueWriter, Taken};
+use super::live::{capture, precopy, session_states, write, LiveOptions};
+use super::{Error, Incremental};
+use crate::vgpu::{lock_within, Vgpu};
+
+/// How long a request for bytes waits for the first one: QEMU's
+/// migration thread asks in a loop and must not stall on the vGPU.
+const TAKE_WAIT: Duration = Duration::from_millis(20);
+/// Room for the stream's header, state and chunk framing beyond the
+/// buffers' own bytes, in the estimate before the stream is written.
+const FRAMING_ESTIMATE: u64 = 1 << 20;
+/// How often the bytes written since their copy are counted.
+const RECOUNT: Duration = Duration::from_millis(50);
+/// How long a count waits for a session's batch in progress.
+const COUNT_LOCK: Duration = Duration::from_millis(20);
+/// A size not counted yet: large, so QEMU keeps iterating meanwhile.
+const UNKNOWN: u64 = u64::MAX / 4;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PrecopyError {
+    #[error("cannot take the pre-copy checkpoint")]
+    Checkpoint(#[from] Error),
+    #[error("the pre-copy stream failed: {0}")]
+    Stream(String),
+    #[error("the pre-copy stream is not finished: {0} bytes are left to send")]
+    Unfinished(u64),
+    #[error("cannot keep the incoming pre-copy stream")]
+    Keep(#[source] std::io::Error),
+    #[error("the incoming pre-copy stream is not a whole checkpoint")]
+    NotWhole(#[source] m::ReadError),
+    #[error("the incoming pre-copy stream has no identity")]
+    NoIdentity,
+    #[error("cannot start the pre-copy thread")]
+    Thread(#[source] std::io::Error),
+}
+
+/// The checkpoint being sent, once captured: from then on the buffers
+/// written since their copy are known.
+type Captured = Arc<std::sync::Mutex<Option<Arc<CheckpointBase>>>>;
+
+/// The source side of one migration's pre-copy.
+pub struct Outgoing {
+    vgpu: Arc<Vgpu>,
+    queue: Arc<ByteQueue>,
+    /// The stream's thread; it answers the number of copy rounds.
+    producer: Option<JoinHandle<Result<u32, Error>>>,
+    captured: Captured,
+    /// Bytes of the whole stream, as far as known: the buffers' bytes
+    /// until it is written.
+    expected: Arc<AtomicU64>,
+    sent: u64,
+    /// The checkpoint sent, once the stream was all taken.
+    sent_base: Option<Arc<CheckpointBase>>,
+    /// The vGPU's migration base before this pre-copy, put back if it
+    /// does not complete.
+    previous: Option<Incremental>,
+    finished: bool,
+    /// The last count of bytes written since their copy.
+    changed: Arc<AtomicU64>,
+    /// Counts on a thread of its own: a count waits for the sessions'
+    /// batches in progress, and the chains held meanwhile run on the
+    /// thread that resumes them; neither may fall on QEMU's migration
+    /// thread, which asks for `pending` at every iteration.
+    counter: Option<(Arc<std::sync::atomic::AtomicBool>, JoinHandle<()>)>,
+}
+
+impl Outgoing {
+    /// Starts the whole checkpoint, copied in up to `max_rounds` rounds.
+    pub fn begin(vgpu: Arc<Vgpu>, max_rounds: u32) -> Result<Outgoing, PrecopyError> {
+        let queue = Arc::new(ByteQueue::default());
+        let expected = Arc::new(AtomicU64::new(UNKNOWN));
+        let changed = Arc::new(AtomicU64::new(UNKNOWN));
+        let options = LiveOptions {
+            max_rounds: max_rounds.max(1),
+            ..Default::default()
+        };
+        let captured = Captured::default();
+        let producer = {
+            let (vgpu, queue, expected) = (vgpu.clone(), queue.clone(), expected.clone());
+            let captured = captured.clone();
+            std::thread::Builder::new()
+                .name("vgpu-precopy".into())
+                .spawn(move || {
+                    let produced = produce(&vgpu, &options, &queue, &expected, &captured);
+                    match &produced {
+                        Ok(_) => queue.finish(),
+                        Err(e) => queue.fail(crate::startup::error_chain(e)),
+                    }
+                    produced
+                })
+                .map_err(PrecopyError::Thread)?
+        };
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let counter = {
+            let (vgpu, captured) = (vgpu.clone(), captured.clone());
+            let (expected, changed, stop) = (expected.clone(), changed.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("vgpu-precopy-count".into())
+                .spawn(move || count(&vgpu, &captured, &expected, &changed, &stop))
+                .map_err(PrecopyError::Thread)?
+        };
+        let previous = vgpu
+            .migration_base
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .outgoing();
+        Ok(Outgoing {
+            vgpu,
+            queue,
+            producer: Some(producer),
+            captured,
+            expected,
+            sent: 0,
+            sent_base: None,
+            previous,
+            finished: false,
+            changed,
+            counter: Some((stop, counter)),
+        })
+    }
+
+    /// Up to `limit` bytes of the stream (none while the rounds copy),
+    /// or `None` once it was all handed out.
+    pub fn next(&mut self, limit: usize) -> Result<Option<Vec<u8>>, PrecopyError> {
+        match self.queue.take(limit, TAKE_WAIT) {
+            Ok(Taken::Bytes(bytes)) => {
+                self.sent += bytes.len() as u64;
+                Ok(Some(bytes))
+            }
+            Ok(Taken::End) => {
+                self.collect()?;
+                Ok(None)
+            }
+            Err(why) => {
+                // The thread's own error says more than the queue's line.
+                self.collect()?;
+                Err(PrecopyError::Stream(why))
+            }
+        }
+    }
+
+    /// Joins the producer once it ended, keeping the checkpoint it sent.
+    fn collect(&mut self) -> Result<(), PrecopyError> {
+        let Some(producer) = self.producer.take() else {
+            return Ok(());
+        };
+        let rounds = producer
+            .join()
+            .map_err(|_| PrecopyError::Stream("the pre-copy thread panicked".into()))??;
+        log::info!(
+            "pre-copy: whole checkpoint of {} bytes sent after {rounds} copy round(s)",
+            self.sent
+        );
+        self.sent_base = self.captured_base();
+        Ok(())
+    }
+
+    fn captured_base(&self) -> Option<Arc<CheckpointBase>> {
+        self.captured
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// What is left to send before the VM can stop with little to move:
+    /// the rest of the whole stream, and the bytes of buffers written
+    /// since their copy (what the device state at the stop carries), as
+    /// last counted. Never waits.
+    pub fn pending(&mut self) -> u64 {
+        let rest = match self.sent_base {
+            Some(_) => 0,
+            // Never 0 before the end: more is to come.
+            None => {
+                let expected = self.expected.load(Ordering::Relaxed);
+                expected.saturating_sub(self.sent).max(self.queue.queued()) + 1
+            }
+        };
+        // Before the capture every buffer is in `expected`.
+        if self.captured_base().is_none() {
+            return rest;
+        }
+        rest.saturating_add(self.changed.load(Ordering::Relaxed))
+    }
+
+    /// The stream was all sent: the device state at the stop refers to it.
+    pub fn finish(&mut self) -> Result<(), PrecopyError> {
+        let Some(base) = self.sent_base.clone() else {
+            return Err(PrecopyError::Unfinished(self.pending()));
+        };
+        self.vgpu
+            .migration_base
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .outgoing = Some(Incremental {
+            base,
+            path: "pre-copy".into(),
+        });
+        self.finished = true;
+        Ok(())
+    }
+}
+
+impl Drop for Outgoing {
+    /// The migration ended, whichever way: the stream's thread stops, and
+    /// the vGPU's migration base is put back (the state at the stop was
+    /// sent already if it succeeded).
+    fn drop(&mut self) {
+        if !self.finished {
+            log::info!(
+                "pre-copy cancelled after {} bytes sent; the vGPU runs on unchanged",
+                self.sent
+            );
+        }
+        self.queue.fail("the pre-copy was cancelled".into());
+        if let Some((stop, counter)) = self.counter.take() {
+            stop.store(true, Ordering::Relaxed);
+            counter.thread().unpark();
+            let _ = counter.join();
+        }
+        if let Some(producer) = self.producer.take() {
+            let _ = producer.join();
+        }
+        if self.finished {
+            self.vgpu
+                .migration_base
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .outgoing = self.previous.take();
+        }
+    }
+}
+
+/// Runs on the counting thread until `stop`: the buffers' bytes once, for
+/// the stream's size until it is written, then, once the checkpoint is
+/// captured, the bytes written since their copy every `RECOUNT`. A count
+/// that found a session too busy leaves the last figure.
+fn count(
+    vgpu: &Arc<Vgpu>,
+    captured: &Captured,
+    expected: &AtomicU64,
+    changed: &AtomicU64,
+    stop: &std::sync::atomic::AtomicBool,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        let base = captured.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match base {
+            Some(base) => {
+                if let Some(n) = changed_bytes(vgpu, Some(&base)) {
+                    changed.store(n, Ordering::Relaxed);
+                }
+            }
+            None if expected.load(Ordering::Relaxed) == UNKNOWN
+                && captured.lock().unwrap_or_else(|e| e.into_inner()).is_none() =>
+            {
+                if let Some(n) = changed_bytes(vgpu, None) {
+                    // The producer may have set the real size already.
+                    let _ = expected.compare_exchange(
+                        UNKNOWN,
+                        n + FRAMING_ESTIMATE,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    );
+                }
+            }
+            None => {}
+        }
+        std::thread::park_timeout(RECOUNT);
+    }
+}
+
+/// Runs on the stream's own thread: copy rounds, the capture, the write.
+fn produce(
+    vgpu: &Arc<Vgpu>,
+    options: &LiveOptions,
+    queue: &Arc<ByteQueue>,
+    expected: &AtomicU64,
+    captured_base: &Captured,
+) -> Result<u32, Error> {
+    let (staging, rounds, _) = precopy(vgpu, options, None, None)?;
+    let (captured, _) = capture(vgpu, staging)?;
+    // Kept in `captured` too: the stream opens with its identity.
+    let base = captured
+        .base
+        .clone()
+        .expect("a checkpoint taken without a base is a whole one and has an identity");
+    *captured_base.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(base));
+    let buffers: u64 = captured
+        .contents
+        .iter()
+        .map(|(_, _, c)| match c {
+            super::live::Content::Data(d) => d.len() as u64,
+            super::live::Content::Base(_) => 0,
+        })
+        .sum();
+    expected.store(buffers + FRAMING_ESTIMATE, Ordering::Relaxed);
+    let (_, summary) = write(&captured, QueueWriter(queue.clone()), None, None)?;
+    expected.store(summary.stream_bytes, Ordering::Relaxed);
+    Ok(rounds)
+}
+
+/// Bytes of the vGPU's buffers not held unchanged by `base` (all of them
+/// without one); `None` if a session stayed busy past `COUNT_LOCK`. The
+/// guest is not held for a count (its held chains would run on the
+/// counting thread when resumed): a count falls between its batches.
+fn changed_bytes(vgpu: &Arc<Vgpu>, base: Option<&CheckpointBase>) -> Option<u64> {
+    let mut total = 0;
+    for (_, state) in session_states(vgpu) {
+        let mut session = lock_within(&state, COUNT_LOCK)?;
+        if !session.opened || session.closed {
+            continue;
+        }
+        for part in session.exec.sessions.iter_mut() {
+            let sources = part.live_buffers().ok()?;
+            total += sources
+                .iter()
+                .filter(|s| base.is_none_or(|b| b.unchanged(s.as_ref()).is_none()))
+                .map(|s| s.size())
+                .sum::<u64>();
+        }
+    }
+    Some(total)
+}
+
+/// The destination side: the whole checkpoint as it arrives.
+pub struct Incoming {
+    vgpu: Arc<Vgpu>,
+    file: std::fs::File,
+    received: u64,
+    /// Whether the objects are being built ahead already.
+    building: bool,
+}
+
+impl Incoming {
+    pub fn new(vgpu: Arc<Vgpu>) -> Result<Incoming, PrecopyError> {
+        // SAFETY: a constant, NUL-terminated name; flags valid for
+        // memfd_create.
+        let fd = unsafe { libc::memfd_create(c"vgpu-precopy".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(PrecopyError::Keep(std::io::Error::last_os_error()));
+        }
+        // SAFETY: memfd_create returned a new descriptor that nothing
+        // else owns.
+        let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        Ok(Incoming {
+            vgpu,
+            file,
+            received: 0,
+            building: false,
+        })
+    }
+
+    /// Keeps `bytes`; once the state (it comes first, before the buffers)
+    /// has arrived whole, starts building its objects ahead.
+    pub fn append(&mut self, bytes: &[u8]) -> Result<(), PrecopyError> {
+        self.file.write_all(bytes).map_err(PrecopyError::Keep)?;
+        self.received += bytes.len() as u64;
+        if !self.building {
+            if let Some(state) = state_so_far(&self.file) {
+                self.building = true;
+                build_ahead(self.vgpu.clone(), state);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// The stream is complete: the vGPU's incoming device state may refer
+    /// to it. Only its opening is checked here; the merge checks the rest.
+    pub fn keep(mut self) -> Result<u64, PrecopyError> {
+        self.file.rewind().map_err(PrecopyError::Keep)?;
+        let id = m::stream::base_id(&mut self.file)
+            .map_err(PrecopyError::NotWhole)?
+            .ok_or(PrecopyError::NoIdentity)?;
+        log::info!(
+            "pre-copy: kept the incoming whole checkpoint {:032x} ({} bytes)",
+            id.0,
+            self.received
+        );
+        self.vgpu
+            .migration_base
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .incoming = Some((id, self.file));
+        Ok(self.received)
+    }
+}
+
+/// The state at the head of a stream still arriving, once it is whole.
+/// Read at its own offset: appends go on at the file's.
+fn state_so_far(file: &std::fs::File) -> Option<m::VgpuState> {
+    let file = file.try_clone().ok()?;
+    let mut reader = m::StreamReader::new(ReadAt { file, at: 0 }).ok()?;
+    loop {
+        match reader.next_item() {
+            Ok(Some(m::Item::State(state))) => return Some(*state),
+            Ok(Some(_)) => continue,
+            // Not all there yet (or not a stream: the merge will say).
+            Ok(None) | Err(_) => return None,
+        }
+    }
+}
+
+/// Builds the objects of `state` on the vGPU's devices, on a thread of
+/// its own, and drops them: the drivers keep what they compiled in their
+/// caches (PoCL's `POCL_CACHE_DIR`, CUDA's `CUDA_CACHE_PATH`, private to
+/// this worker), so the restore at the stop finds its programs built.
+fn build_ahead(vgpu: Arc<Vgpu>, state: m::VgpuState) {
+    let build = move || -> Result<usize, Error> {
+        let executors = vgpu.executors();
+        let sessions: Vec<m::LatestSession> = state
+            .latest()
+            .sessions
+            .into_iter()
+            .map(m::SessionState::latest)
+            .collect();
+        for session in &sessions {
+            drop(super::rebuild_session(&executors, session)?);
+        }
+        Ok(sessions.len())
+    };
+    let spawned = std::thread::Builder::new()
+        .name("vgpu-prebuild".into())
+        .spawn(move || match build() {
+            Ok(sessions) => log::info!(
+                "pre-copy: built the incoming vGPU's {sessions} session(s) ahead of the stop"
+            ),
+            // The restore at the stop builds (and reports) them anyway.
+            Err(e) => log::info!(
+                "pre-copy: cannot build the incoming vGPU ahead of the stop: {}",
+                crate::startup::error_chain(&e)
+            ),
+        });
+    if let Err(e) = spawned {
+        log::info!("pre-copy: no thread to build the incoming vGPU ahead: {e}");
+    }
+}
+
+/// Reads a file from its own offset (`pread`), whatever its shared one.
+struct ReadAt {
+    file: std::fs::File,
+    at: u64,
+}
+
+impl std::io::Read for ReadAt {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = std::os::unix::fs::FileExt::read_at(&self.file, buf, self.at)?;
+        self.at += n as u64;
+        Ok(n)
+    }
+}

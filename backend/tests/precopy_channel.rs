@@ -1,0 +1,169 @@
+//! The pre-copy channel (`--precopy-socket`) through the real daemon: the
+//! connection reaches the worker of the front-end that made it (this test
+//! process is that front-end), garbage is answered with errors and breaks
+//! nothing, and `begin` / `next` / `finish` hand out a whole checkpoint of
+//! the running vGPU that reads back with the guest's buffer contents.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use common::req;
+use common::{Backend, RawFrontend};
+use vgpu_migration::{Item, StreamReader};
+use vgpu_protocol::messages::*;
+use vgpu_protocol::DataRef;
+
+const SIZE: u64 = 4 << 20;
+const CL_MEM_READ_WRITE: u64 = 1;
+
+/// Session 1 with one buffer (id 5) holding `pattern`.
+fn setup(raw: &mut RawFrontend, pattern: &[u8]) {
+    raw.open_session(1);
+    let reply = raw.batch(
+        1,
+        &[
+            req::context(1),
+            req::queue(2, 1),
+            req::buffer(5, 1, CL_MEM_READ_WRITE, SIZE),
+        ],
+    );
+    req::assert_all_ok(&reply);
+    write(raw, pattern);
+}
+
+/// Writes `data` to the buffer and waits for it.
+fn write(raw: &mut RawFrontend, data: &[u8]) {
+    let write = EnqueueWriteBuffer {
+        queue: 2,
+        mem: 5,
+        offset: 0,
+        data: DataRef {
+            offset: 0,
+            len: SIZE,
+        },
+        wait: vec![],
+        event: 0,
+    };
+    req::assert_all_ok(&raw.batch_with_out(1, &[write.into(), Finish { queue: 2 }.into()], data));
+}
+
+struct Channel {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl Channel {
+    /// Connects as the front-end's QEMU would (this process is both).
+    fn connect(path: &std::path::Path) -> Channel {
+        let stream = UnixStream::connect(path).expect("connect the pre-copy socket");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .expect("timeout");
+        Channel {
+            reader: BufReader::new(stream.try_clone().expect("clone")),
+            writer: stream,
+        }
+    }
+
+    fn ask(&mut self, request: &str) -> String {
+        writeln!(self.writer, "{request}").expect("send a request");
+        let mut line = String::new();
+        self.reader.read_line(&mut line).expect("read an answer");
+        line.trim_end().to_string()
+    }
+
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        let mut bytes = vec![0u8; n];
+        self.reader.read_exact(&mut bytes).expect("read a slice");
+        bytes
+    }
+}
+
+fn pattern() -> Vec<u8> {
+    (0..SIZE as u32)
+        .map(|i| (i.wrapping_mul(31) >> 3) as u8)
+        .collect()
+}
+
+#[test]
+fn precopy_channel_hands_out_a_whole_checkpoint_and_survives_garbage() {
+    let socket = std::env::temp_dir().join(format!("vgpu-precopy-{}.sock", std::process::id()));
+    let socket_arg = socket.to_str().expect("a UTF-8 temp dir");
+    let backend = Backend::start_with(&["--precopy-socket", socket_arg], &[]);
+    let mut raw = backend.raw();
+    let data = pattern();
+    setup(&mut raw, &data);
+    let mut channel = Channel::connect(&socket);
+
+    // Garbage: an error each, and the channel goes on.
+    for garbage in [
+        "",
+        "bogus",
+        "next",
+        "next lots",
+        "next 99999999999",
+        "pending",
+        "finish",
+        "loaded",
+    ] {
+        let answer = channel.ask(garbage);
+        assert!(
+            answer.starts_with("error "),
+            "{garbage:?} answered {answer:?}"
+        );
+    }
+
+    assert_eq!(channel.ask("begin 2"), "ok");
+    let first = channel.ask("pending");
+    let pending: u64 = first
+        .strip_prefix("pending ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{first:?}"));
+    assert!(
+        pending >= SIZE,
+        "pending {pending} before anything was sent"
+    );
+    let mut stream = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = channel.ask("next 1048576");
+        if answer == "end" {
+            break;
+        }
+        let n: usize = answer
+            .strip_prefix("data ")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{answer:?}"));
+        assert!(n <= 1 << 20, "a slice of {n} bytes over the limit asked");
+        stream.extend(channel.bytes(n));
+        assert!(Instant::now() < deadline, "the stream never ended");
+    }
+    assert_eq!(channel.ask("finish"), "ok");
+
+    // The guest writes its buffer again: the device state at the stop has
+    // to carry it, and QEMU hears so.
+    // The count runs every 50 ms on the back-end's own thread.
+    write(&mut raw, &data);
+    let want = format!("pending {SIZE}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut answer = channel.ask("pending");
+    while answer != want && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        answer = channel.ask("pending");
+    }
+    assert_eq!(answer, want, "the rewritten buffer is pending");
+
+    let identity = vgpu_migration::base_id(&mut &stream[..]).expect("a checkpoint stream");
+    assert!(identity.is_some(), "a whole checkpoint has an identity");
+    let mut reader = StreamReader::new(&stream[..]).expect("a checkpoint stream");
+    let mut contents = Vec::new();
+    while let Some(item) = reader.next_item().expect("a valid stream") {
+        if let Item::BufferChunk { data, .. } = item {
+            contents.extend_from_slice(data);
+        }
+    }
+    assert_eq!(contents, data, "the buffer's contents in the stream");
+}
