@@ -181,7 +181,9 @@ pub fn run(config: Config) -> Result<(), ServerError> {
     }
     let precopy = match &config.precopy_socket {
         Some(path) => Some(
-            crate::supervisor::precopy::bind(path)
+            // Only the supervisor's user may connect (QEMU runs as that
+            // user, as for the vhost-user socket), like the control socket.
+            crate::supervisor::control::bind(path)
                 .map_err(|e| ServerError::Precopy(path.clone(), e))?,
         ),
         None => None,

@@ -5,24 +5,10 @@
 //! socket. The supervisor reads nothing on it.
 
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::Path;
 use std::sync::Arc;
 
 use crate::supervisor::{Supervisor, WorkerLink};
-
-/// Binds the socket before the supervisor confines itself; only the
-/// supervisor's user may connect (QEMU runs as that user, like it does
-/// for the vhost-user socket).
-pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
-    if path.exists() {
-        std::fs::remove_file(path)?;
-    }
-    let listener = UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    Ok(listener)
-}
 
 pub fn spawn(listener: UnixListener, supervisor: Arc<Supervisor>) -> std::io::Result<()> {
     std::thread::Builder::new()
