@@ -192,19 +192,26 @@ fn change(harness: &mut InProcess, seq: &mut u64) {
     run(harness, seq, requests, &data, 0);
 }
 
+/// The in-process vGPU on OpenCL with [`set_up`]'s objects, holding the
+/// one-at-a-time turn; `None` without a device.
+fn set_up_alone() -> Option<(std::sync::MutexGuard<'static, ()>, InProcess, u64)> {
+    let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut harness = InProcess::opencl()?;
+    let mut seq = 0;
+    set_up(&mut harness, &mut seq);
+    Some((turn, harness, seq))
+}
+
 fn snapshot(harness: &mut InProcess) -> Snapshot {
     harness.snapshot().expect("the session saves")
 }
 
 #[test]
 fn opencl_snapshot_change_restore_snapshot_gives_the_same_state() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(mut harness) = InProcess::opencl() else {
+    let Some((_turn, mut harness, mut seq)) = set_up_alone() else {
         eprintln!("skipped: no OpenCL device");
         return;
     };
-    let mut seq = 0;
-    set_up(&mut harness, &mut seq);
     let before = snapshot(&mut harness);
     assert_eq!(before.0.parts.len(), 1, "one OpenCL part: {:?}", before.0);
     assert_eq!(
@@ -237,13 +244,10 @@ fn a_part_no_executor_here_can_take_is_refused_and_nothing_changes() {
     use vgpu_backend::executor::opencl::{DeviceSelector, OpenClExecutor};
     use vgpu_backend::executor::{Executor, SnapshotError};
     use vgpu_migration::{CudaContextState, CudaSessionState, ExecutorKind, ExecutorState};
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(mut harness) = InProcess::opencl() else {
+    let Some((_turn, mut harness, mut seq)) = set_up_alone() else {
         eprintln!("skipped: no OpenCL device");
         return;
     };
-    let mut seq = 0;
-    set_up(&mut harness, &mut seq);
     let (mut state, contents) = snapshot(&mut harness);
     let cuda: ExecutorState = CudaSessionState {
         contexts: vec![CudaContextState {

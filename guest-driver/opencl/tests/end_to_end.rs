@@ -203,6 +203,23 @@ fn run(mut c: Command) -> Output {
     c.output().expect("run command")
 }
 
+/// Appends a running program's output lines to `output` up to and
+/// including the line `marker` (or its end).
+fn read_until(
+    lines: &mut impl Iterator<Item = std::io::Result<String>>,
+    output: &mut String,
+    marker: &str,
+) {
+    for line in lines {
+        let line = line.expect("read");
+        output.push_str(&line);
+        output.push('\n');
+        if line == marker {
+            break;
+        }
+    }
+}
+
 fn text(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -663,14 +680,7 @@ fn a_checkpoint_sends_placed_transfers_through_the_backend() {
         .expect("start placed_checkpoint");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let mut output = String::new();
-    for line in lines.by_ref() {
-        let line = line.expect("read");
-        output.push_str(&line);
-        output.push('\n');
-        if line == "ready" {
-            break;
-        }
-    }
+    read_until(&mut lines, &mut output, "ready");
     let checkpoint = p.dir.join("placed-checkpoint.ckpt");
     let answer = backend.control(&["checkpoint", checkpoint.to_str().expect("UTF-8 path")]);
     assert!(answer.contains("\"buffer_bytes\""), "checkpoint: {answer}");
@@ -859,14 +869,7 @@ fn a_program_on_sub_devices_survives_a_backend_restart_from_a_checkpoint() {
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let mut output = String::new();
     // Let it run a few rounds, then checkpoint and stop the backend.
-    for line in lines.by_ref() {
-        let line = line.expect("read");
-        output.push_str(&line);
-        output.push('\n');
-        if line == "PROGRESS 3" {
-            break;
-        }
-    }
+    read_until(&mut lines, &mut output, "PROGRESS 3");
     assert!(output.contains("sub-devices: 0 2"), "{output}");
     let checkpoint = p.dir.join("sub-device-restart.ckpt");
     let path = checkpoint.to_str().expect("UTF-8 path");
