@@ -3,6 +3,9 @@
 //! (state and every content) must be equal, and the restored objects must
 //! compute. Real devices only: OpenCL on PoCL; CUDA where a GPU answers.
 
+mod common;
+
+use common::req;
 use vgpu_backend::harness::{InProcess, Snapshot};
 use vgpu_protocol::frame::BatchBuilder;
 use vgpu_protocol::messages::*;
@@ -57,17 +60,8 @@ fn set_up(harness: &mut InProcess, seq: &mut u64) {
     let init = bytes(0..INTS as i32);
     let size = init.len() as u64;
     let requests = vec![
-        CreateContext {
-            context: 1,
-            properties: vec![],
-        }
-        .into(),
-        CreateQueue {
-            queue: 2,
-            context: 1,
-            properties: vec![],
-        }
-        .into(),
+        req::context(1),
+        req::queue(2, 1),
         CreateBuffer {
             mem: 3,
             context: 1,
@@ -87,23 +81,9 @@ fn set_up(harness: &mut InProcess, seq: &mut u64) {
             size: 16,
         }
         .into(),
-        CreateProgramWithSource {
-            program: 4,
-            context: 1,
-            source: KERNEL.as_bytes().to_vec(),
-        }
-        .into(),
-        BuildProgram {
-            program: 4,
-            options: vec![],
-        }
-        .into(),
-        CreateKernel {
-            kernel: 5,
-            program: 4,
-            name: b"inc".to_vec(),
-        }
-        .into(),
+        req::program(4, 1, KERNEL.as_bytes()),
+        req::build(4),
+        req::kernel(5, 4, b"inc"),
         SetKernelArg {
             kernel: 5,
             index: 0,
