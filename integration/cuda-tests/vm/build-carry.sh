@@ -83,5 +83,5 @@ cp -a "$progs/." "$vm/cuda/"
 cp "$cu/lib/libcudart.so.13" "$vm/cudart/"
 cp "$work/bin/"* "$vm/"
 tar -C "$work" -cJf "$carry/vm.tar.xz" vm
-install -m 0755 "$here/run-vm.sh" "$here/migrate-vm.sh" "$here/snapshot-vm.sh" "$carry/"
+install -m 0755 "$here/run-vm.sh" "$here/migrate-vm.sh" "$here/snapshot-vm.sh" "$here/guest-qemu.sh" "$carry/"
 ls -l "$carry" >&2

@@ -23,13 +23,8 @@ db=$!
 for _ in $(seq 100); do [ -S $w/src.sock ] && [ -S $w/dst.sock ] && break; sleep 0.1; done
 qemu() {  # socket, qmp, console, extra...
 	local sock=$1 qmp=$2 console=$3; shift 3
-	LD_LIBRARY_PATH=$v/lib $v/qemu-system-x86_64.bin -L $v/fw -machine q35,accel=tcg -cpu max -m 1G \
-		-display none -monitor none -nodefaults -no-reboot \
-		-object memory-backend-memfd,id=mem,size=1G,share=on -numa node,memdev=mem \
-		-kernel $v/bzImage -initrd $v/initramfs.gz \
-		-append "console=ttyS0 quiet vgpu.run=/opt/vgpu/cuda/loop.sh,${args// /,}" \
-		-chardev socket,id=vgpu0,path=$sock -device vhost-user-vgpu-pci,chardev=vgpu0 \
-		-serial file:$console -qmp unix:$qmp,server=on,wait=off "$@" > $console.qemu 2>&1
+	bash "$carry/guest-qemu.sh" $v 1G "/opt/vgpu/cuda/loop.sh,${args// /,}" $sock $console \
+		-qmp unix:$qmp,server=on,wait=off "$@" > $console.qemu 2>&1
 }
 qemu $w/src.sock $w/src.qmp $out/src-console.txt &
 sq=$!

@@ -24,13 +24,8 @@ $v/vgpu-backend --socket $w/vgpu.sock --device ${VGPU_VM_DEVICE:-cuda:0} > $out/
 backend=$!
 for _ in $(seq 100); do [ -S $w/vgpu.sock ] && break; sleep 0.1; done
 start=$(date +%s)
-LD_LIBRARY_PATH=$v/lib timeout 900 $v/qemu-system-x86_64.bin -L $v/fw -machine q35,accel=tcg -cpu max -m 2G \
-	-smp 2 -display none -monitor none -nodefaults -no-reboot \
-	-object memory-backend-memfd,id=mem,size=2G,share=on -numa node,memdev=mem \
-	-kernel $v/bzImage -initrd $v/initramfs.gz \
-	-append "console=ttyS0 quiet vgpu.run=/opt/vgpu/cuda/guest-suite.sh" \
-	-chardev socket,id=vgpu0,path=$w/vgpu.sock -device vhost-user-vgpu-pci,chardev=vgpu0 \
-	-serial file:$out/console.txt > $out/qemu.log 2>&1
+timeout 900 bash "$carry/guest-qemu.sh" $v 2G /opt/vgpu/cuda/guest-suite.sh $w/vgpu.sock $out/console.txt \
+	-smp 2 > $out/qemu.log 2>&1
 echo "qemu rc=$? after $(( $(date +%s) - start )) s (boot, the programs, power-off)"
 kill $backend; wait $backend 2>/dev/null
 # The guest's console, from the first test's header to the end marker.

@@ -19,13 +19,8 @@ args="kernels.ptx ${SNAPSHOT_ITERATIONS:-40} ${SNAPSHOT_PAUSE_MS:-100}"
 nvidia-smi -L
 qemu() {  # console, extra...
 	local console=$1; shift
-	LD_LIBRARY_PATH=$v/lib $v/qemu-system-x86_64.bin -L $v/fw -machine q35,accel=tcg -cpu max -m 256M \
-		-display none -monitor none -nodefaults -no-reboot \
-		-object memory-backend-memfd,id=mem,size=256M,share=on -numa node,memdev=mem \
-		-kernel $v/bzImage -initrd $v/initramfs.gz \
-		-append "console=ttyS0 quiet vgpu.run=/opt/vgpu/cuda/loop.sh,${args// /,}" \
-		-chardev socket,id=vgpu0,path=$w/vgpu.sock -device vhost-user-vgpu-pci,chardev=vgpu0 \
-		-serial file:$console -qmp unix:$w/qmp,server=on,wait=off "$@" > $console.qemu 2>&1
+	bash "$carry/guest-qemu.sh" $v 256M "/opt/vgpu/cuda/loop.sh,${args// /,}" $w/vgpu.sock $console \
+		-qmp unix:$w/qmp,server=on,wait=off "$@" > $console.qemu 2>&1
 }
 qmp() {  # command [json-arguments]
 	python3 - "$w/qmp" "$@" <<'PY'
