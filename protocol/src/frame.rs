@@ -251,6 +251,7 @@ pub struct ReplyBuilder {
     capacity: usize,
     truncated: bool,
     status: Status,
+    earlier: Status,
 }
 
 impl ReplyBuilder {
@@ -263,7 +264,14 @@ impl ReplyBuilder {
             capacity: capacity as usize,
             truncated: false,
             status: Status::SUCCESS,
+            earlier: Status::SUCCESS,
         }
+    }
+
+    /// Reports the failure of a call of an earlier batch, answered before
+    /// the backend knew its outcome (see [`Reply::earlier`]).
+    pub fn set_earlier(&mut self, status: Status) {
+        self.earlier = status;
     }
 
     /// A reply that refuses a whole batch.
@@ -296,6 +304,23 @@ impl ReplyBuilder {
         self.count += 1;
     }
 
+    /// Changes the status of record `index` (in push order), for a call
+    /// whose outcome was only known after later records were pushed (work
+    /// the backend handed to another thread). Records that were dropped
+    /// for want of room are left as they are.
+    pub fn set_status(&mut self, index: usize, status: Status) {
+        if index >= self.count as usize {
+            return;
+        }
+        let bytes = &mut self.w.bytes;
+        let mut at = REPLY_HEADER_LEN;
+        for _ in 0..index {
+            let len = u32::from_le_bytes(bytes[at + 16..at + 20].try_into().expect("4 bytes"));
+            at += RECORD_HEADER_LEN + len as usize + padding8(len as usize);
+        }
+        bytes[at + 4..at + 8].copy_from_slice(&status.0.to_le_bytes());
+    }
+
     pub fn finish(mut self) -> Vec<u8> {
         let mut header = Writer::new();
         header.u32(REPLY_MAGIC);
@@ -308,7 +333,7 @@ impl ReplyBuilder {
         header.u32(self.count);
         header.u32(self.w.bytes.len() as u32);
         header.i32(self.status.0);
-        header.u32(0);
+        header.i32(self.earlier.0);
         self.w.bytes[..REPLY_HEADER_LEN].copy_from_slice(&header.bytes);
         self.w.bytes
     }
@@ -328,6 +353,11 @@ pub struct ReplyRecord {
 pub struct Reply {
     pub truncated: bool,
     pub status: Status,
+    /// Success, or the failure of a call of an earlier batch of the
+    /// session that was answered before the call ran (the backend finishes
+    /// some deferred calls, such as kernel launches, after answering their
+    /// batch). The guest reports it as a deferred call's failure.
+    pub earlier: Status,
     pub records: Vec<ReplyRecord>,
 }
 
@@ -346,7 +376,7 @@ pub fn decode_reply(bytes: &[u8]) -> Result<Reply, DecodeError> {
     let count = r.u32()?;
     let reply_len = r.u32()? as usize;
     let status = Status(r.i32()?);
-    let _reserved = r.u32()?;
+    let earlier = Status(r.i32()?);
     if count > MAX_BATCH_COUNT || reply_len > bytes.len() || reply_len < REPLY_HEADER_LEN {
         return Err(DecodeError::BadHeader("reply count or length out of range"));
     }
@@ -370,6 +400,7 @@ pub fn decode_reply(bytes: &[u8]) -> Result<Reply, DecodeError> {
     Ok(Reply {
         truncated: flags & REPLY_FLAG_TRUNCATED != 0,
         status,
+        earlier,
         records,
     })
 }

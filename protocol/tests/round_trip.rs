@@ -175,6 +175,29 @@ fn reply_round_trips_and_marks_truncation() {
 }
 
 #[test]
+fn a_record_status_set_after_later_records_is_the_one_decoded() {
+    let mut reply = ReplyBuilder::new(4096);
+    reply.push(opcode::GetInfo, 1, Status::SUCCESS, b"abc");
+    reply.push(opcode::GetInfo, 2, Status::SUCCESS, &[7u8; 9]);
+    reply.push(opcode::GetInfo, 3, Status::SUCCESS, b"");
+    reply.set_status(1, Status::OUT_OF_RESOURCES);
+    reply.set_status(2, Status::INVALID_OPERATION);
+    reply.set_status(3, Status::INVALID_OPERATION);
+    let parsed = decode_reply(&reply.finish()).unwrap();
+    let statuses: Vec<Status> = parsed.records.iter().map(|r| r.status).collect();
+    assert_eq!(
+        statuses,
+        [
+            Status::SUCCESS,
+            Status::OUT_OF_RESOURCES,
+            Status::INVALID_OPERATION
+        ]
+    );
+    assert_eq!(parsed.records[1].payload, [7u8; 9]);
+    assert_eq!(parsed.records[2].seq, 3);
+}
+
+#[test]
 fn scan_opcodes_lists_messages_without_decoding() {
     let mut builder = BatchBuilder::new(0);
     for (seq, req) in sample_requests().iter().enumerate() {

@@ -160,6 +160,12 @@ pub trait ExecSession: Send {
     /// Runs one call; `io` gives access to the chain's bulk data.
     fn execute(&mut self, request: &Request, io: &mut GuestIo) -> Result<Vec<u8>, Status>;
 
+    /// Ends a batch: what became of the calls this session handed to a
+    /// thread of its own (which may still run them).
+    fn finish_batch(&mut self) -> LateOutcomes {
+        LateOutcomes::default()
+    }
+
     /// Live objects per `ObjectKind::index`.
     fn object_counts(&self) -> Vec<u64>;
 
@@ -208,6 +214,18 @@ pub trait ExecSession: Send {
     fn is_empty(&self) -> bool {
         self.object_counts().iter().all(|n| *n == 0)
     }
+}
+
+/// Failures of calls an executor session ran on a thread of its own, known
+/// at the end of a batch.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct LateOutcomes {
+    /// Calls of this batch that failed, each by its number among the
+    /// session's `execute` calls in the batch (0 for the first).
+    pub failed: Vec<(usize, Status)>,
+    /// The first failure of a call of an earlier batch, whose answer went
+    /// already: the guest hears of it with this batch's answer.
+    pub earlier: Option<Status>,
 }
 
 /// The executor whose device profile the vGPU's guest sees, if any.

@@ -387,10 +387,10 @@ mod tests {
 
     #[test]
     fn a_session_on_both_apis_keeps_each_part_whole_under_distinct_keys() {
-        let mut exec = ExecSessions {
-            executors: Vec::new(),
-            sessions: vec![Fake::new(opencl_part(), 1), Fake::new(cuda_part(), 2)],
-        };
+        let mut exec = ExecSessions::from_parts(
+            Vec::new(),
+            vec![Fake::new(opencl_part(), 1), Fake::new(cuda_part(), 2)],
+        );
         let saved = save_session(3, &mut exec, 41).unwrap();
         assert_eq!((saved.id, saved.state.last_seq), (3, Some(41)));
         assert_eq!(
@@ -427,10 +427,7 @@ mod tests {
 
     #[test]
     fn an_empty_session_is_saved_with_no_parts() {
-        let mut exec = ExecSessions {
-            executors: Vec::new(),
-            sessions: Vec::new(),
-        };
+        let mut exec = ExecSessions::from_parts(Vec::new(), Vec::new());
         let saved = save_session(5, &mut exec, 7).unwrap();
         assert_eq!(saved.state.id, 5);
         assert!(saved.state.parts.is_empty() && saved.buffers.is_empty());
@@ -506,10 +503,7 @@ mod tests {
         ];
         let (opencl, cuda) = (Fake::new(opencl_part(), 1), Fake::new(cuda_part(), 2));
         let cuda_contents = cuda.1.clone();
-        let mut exec = ExecSessions {
-            executors: executors.clone(),
-            sessions: vec![opencl, cuda],
-        };
+        let mut exec = ExecSessions::from_parts(executors.clone(), vec![opencl, cuda]);
         let mut before = save_session(3, &mut exec, 41).unwrap();
         let before_contents = read_all(&mut before);
 

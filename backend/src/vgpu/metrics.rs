@@ -62,6 +62,16 @@ impl BatchCounts {
         }
     }
 
+    /// A call counted as a success (`note_call`) failed after all, on a
+    /// thread its executor handed it to.
+    pub fn note_late_failure(&mut self, op: u32) {
+        let slot = api_of(op).unwrap_or(2);
+        self.errors[slot] += 1;
+        if op == opcode::EnqueueNdRange || op == opcode::CuLaunchKernel {
+            self.kernels[slot] = self.kernels[slot].saturating_sub(1);
+        }
+    }
+
     /// The API whose calls the batch's bulk data is counted under: the one
     /// with the most calls in the batch.
     fn bulk_api(&self) -> Option<usize> {

@@ -5,6 +5,7 @@
 
 pub mod heap;
 pub mod metrics;
+pub mod profile;
 pub mod session;
 
 use std::collections::HashMap;

@@ -9,8 +9,9 @@ use vgpu_protocol::messages::{SessionOpened, SessionStatsReply};
 use vgpu_protocol::{decode, Request, Status, Wire};
 
 use crate::chain::ResolvedChain;
-use crate::executor::{ExecSession, Executor};
+use crate::executor::{ExecSession, Executor, LateOutcomes};
 use crate::quota::Quota;
+use crate::vgpu::profile::{self, CallProfile};
 use vgpu_migration::Profile;
 
 /// What every session of one VM shares: its quota and its profile.
@@ -31,6 +32,10 @@ impl VmBounds {
 pub struct ExecSessions {
     pub executors: Vec<Arc<dyn Executor>>,
     pub sessions: Vec<Box<dyn ExecSession>>,
+    /// Per executor session, the batch's messages it ran (their index in
+    /// the batch), to answer the right message when one it finished on a
+    /// thread of its own failed.
+    served: Vec<Vec<usize>>,
 }
 
 impl ExecSessions {
@@ -38,20 +43,34 @@ impl ExecSessions {
         let mut sessions: Vec<Box<dyn ExecSession>> =
             executors.iter().map(|e| e.open_session()).collect();
         sessions.iter_mut().for_each(|s| vm.apply(s.as_mut()));
+        ExecSessions::from_parts(executors.to_vec(), sessions)
+    }
+
+    /// One session part per executor, as given.
+    pub fn from_parts(
+        executors: Vec<Arc<dyn Executor>>,
+        sessions: Vec<Box<dyn ExecSession>>,
+    ) -> ExecSessions {
         ExecSessions {
-            executors: executors.to_vec(),
+            served: vec![Vec::new(); sessions.len()],
+            executors,
             sessions,
         }
     }
 
+    /// Runs message `index` of the batch.
     fn execute(
         &mut self,
+        index: usize,
         request: &Request,
         io: &mut crate::chain::GuestIo,
     ) -> Result<Vec<u8>, Status> {
         let opcode = request.opcode();
         match self.executors.iter().position(|e| e.serves(opcode)) {
             Some(i) => {
+                if let Some(served) = self.served.get_mut(i) {
+                    served.push(index);
+                }
                 let result = self.sessions[i].execute(request, io);
                 // In-data bounced for the peer's memory reaches it now;
                 // if it cannot, the call failed.
@@ -62,6 +81,26 @@ impl ExecSessions {
             // host without a GPU).
             None => Err(Status::DEVICE_NOT_AVAILABLE),
         }
+    }
+
+    /// Ends a batch: what became of work the executor sessions run on
+    /// threads of their own; failed calls by their index in the batch.
+    pub fn finish_batch(&mut self) -> LateOutcomes {
+        let mut outcomes = LateOutcomes::default();
+        for (session, served) in self.sessions.iter_mut().zip(self.served.iter_mut()) {
+            let late = session.finish_batch();
+            for (call, status) in late.failed {
+                match served.get(call) {
+                    Some(&index) => outcomes.failed.push((index, status)),
+                    None => {
+                        log::warn!("an executor reported a failure of call {call} it never ran")
+                    }
+                }
+            }
+            outcomes.earlier = outcomes.earlier.or(late.earlier);
+            served.clear();
+        }
+        outcomes
     }
 
     pub fn object_counts(&self) -> Vec<u64> {
@@ -100,6 +139,16 @@ pub struct SessionState {
     pub stale: bool,
     /// The VM's counters (its own until the vGPU hands it the VM's).
     pub metrics: Arc<crate::vgpu::metrics::VmMetrics>,
+    /// Where the time goes, with `VGPU_BACKEND_PROFILE=1` (`profile.rs`).
+    profile: Option<Box<CallProfile>>,
+}
+
+impl Drop for SessionState {
+    fn drop(&mut self) {
+        if let Some(p) = &self.profile {
+            log::info!("{}", p.report());
+        }
+    }
 }
 
 impl SessionState {
@@ -112,6 +161,7 @@ impl SessionState {
             resumes_at: None,
             stale: false,
             metrics: Default::default(),
+            profile: profile::enabled().then(Default::default),
         }
     }
 
@@ -132,6 +182,7 @@ impl SessionState {
     }
 
     pub fn run_batch(&mut self, chain: &mut ResolvedChain) -> Vec<u8> {
+        let started = profile::start();
         let batch = match decode(&chain.request) {
             Ok(batch) => batch,
             Err(e) => {
@@ -143,14 +194,23 @@ impl SessionState {
         // Counted here, published once per batch: a few atomic adds per
         // batch rather than per message.
         let mut counts = crate::vgpu::metrics::BatchCounts::default();
-        for message in batch.messages {
+        let mut opcodes = Vec::with_capacity(batch.messages.len());
+        for (index, message) in batch.messages.into_iter().enumerate() {
+            opcodes.push(message.opcode);
             self.check_continuity(message.seq);
             let result = match message.body {
                 Err(e) => {
                     log::debug!("message {:#x} does not decode: {e}", message.opcode);
                     Err(e.status())
                 }
-                Ok(request) => self.run(&request, chain),
+                Ok(request) => {
+                    let call_started = profile::start();
+                    let result = self.run(index, &request, chain);
+                    if let (Some(p), Some(t)) = (self.profile.as_mut(), call_started) {
+                        p.note_call(request.name(), t.elapsed());
+                    }
+                    result
+                }
             };
             counts.note_call(message.opcode, result.is_ok());
             match result {
@@ -158,13 +218,30 @@ impl SessionState {
                 Err(status) => reply.push(message.opcode, message.seq, status, &[]),
             }
         }
+        let late = self.exec.finish_batch();
+        for (index, status) in late.failed {
+            reply.set_status(index, status);
+            counts.note_late_failure(opcodes.get(index).copied().unwrap_or(0));
+        }
+        if let Some(status) = late.earlier {
+            reply.set_earlier(status);
+        }
         counts.from_guest = chain.io.moved_out.get();
         counts.to_guest = chain.io.moved_in;
         self.metrics.note_batch(&counts);
-        reply.finish()
+        let reply = reply.finish();
+        if let (Some(p), Some(t)) = (self.profile.as_mut(), started) {
+            p.note_batch(t.elapsed());
+        }
+        reply
     }
 
-    fn run(&mut self, request: &Request, chain: &mut ResolvedChain) -> Result<Vec<u8>, Status> {
+    fn run(
+        &mut self,
+        index: usize,
+        request: &Request,
+        chain: &mut ResolvedChain,
+    ) -> Result<Vec<u8>, Status> {
         if self.closed {
             return Err(Status::INVALID_OPERATION);
         }
@@ -201,7 +278,7 @@ impl SessionState {
                 counts: self.exec.object_counts(),
             }
             .to_bytes()),
-            _ => self.exec.execute(request, &mut chain.io),
+            _ => self.exec.execute(index, request, &mut chain.io),
         }
     }
 }

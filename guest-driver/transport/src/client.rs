@@ -427,6 +427,7 @@ impl Inner {
         if !reply.status.is_success() {
             self.note_deferred(reply.status);
         }
+        self.note_deferred(reply.earlier);
         for record in reply.records {
             self.note_deferred(record.status);
         }
@@ -559,6 +560,7 @@ impl Inner {
         if !reply.status.is_success() {
             return Err(reply.status);
         }
+        self.note_deferred(reply.earlier);
         let mut call_result = Err(Status::OUT_OF_RESOURCES);
         for record in reply.records {
             if Some(record.seq) == call_seq {

@@ -4,7 +4,7 @@
 //! point into one of the session's own ranges, so a guest cannot hand a
 //! kernel another VM's memory.
 
-use std::ffi::{c_int, c_void, CString};
+use std::ffi::{c_int, CString};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys;
@@ -16,6 +16,7 @@ use vgpu_protocol::messages::*;
 use vgpu_protocol::{Status, Wire};
 
 use super::driver::{self, check};
+use super::launcher::{self, Launcher, PreparedLaunch};
 use super::memory::Ranges;
 use super::objects::{FunctionSettings, Global, HostFunction, HostModule};
 use super::session::{cuda, CudaSession};
@@ -369,7 +370,10 @@ impl CudaSession {
         .to_bytes())
     }
 
-    pub(super) fn launch(&mut self, m: &CuLaunchKernel) -> Result<(), Status> {
+    /// `cuLaunchKernel`, call `call` of the batch: issued here, or, in a
+    /// run of launches, handed to the session's launch thread
+    /// (`launcher.rs`) once checked.
+    pub(super) fn launch(&mut self, m: &CuLaunchKernel, call: usize) -> Result<(), Status> {
         let function = self.function(m.function)?;
         if m.params.len() != function.param_len {
             return Err(invalid());
@@ -381,42 +385,68 @@ impl CudaSession {
             |v| arena.contains(v),
             &self.ranges,
         )?;
+        // A launch goes to the launch thread in a run of launches, or while
+        // that thread still has launches (issuing it here would pass them).
+        self.launch_streak = self.launch_streak.saturating_add(1);
+        let behind = self.launcher.as_ref().is_some_and(Launcher::busy);
+        if behind || (self.launch_streak >= launcher::STREAK && launcher::enabled()) {
+            let launch = self.prepare(m, call, function)?;
+            self.hand_over(launch);
+            return Ok(());
+        }
         let stream = self.stream(m.ctx, m.stream)?;
         self.written.mark();
         let params = self.translate_params(&function.params, &m.params);
-        let mut size = params.len();
-        let mut extra = [
-            sys::CU_LAUNCH_PARAM_BUFFER_POINTER_AS_INT as usize as *mut c_void,
-            params.as_ptr() as *mut c_void,
-            sys::CU_LAUNCH_PARAM_BUFFER_SIZE_AS_INT as usize as *mut c_void,
-            (&mut size as *mut usize).cast(),
-            sys::CU_LAUNCH_PARAM_END_AS_INT as usize as *mut c_void,
-        ];
-        let extra_ptr = if size == 0 {
-            std::ptr::null_mut()
+        launcher::issue(&function, m.grid, m.block, m.shared_mem, stream, &params)
+    }
+
+    /// The launch, checked and translated for the launch thread.
+    fn prepare(
+        &mut self,
+        m: &CuLaunchKernel,
+        call: usize,
+        function: Arc<HostFunction>,
+    ) -> Result<PreparedLaunch, Status> {
+        let (ctx, stream) = if m.stream == 0 {
+            (self.contexts.get(m.ctx)?.clone(), None)
         } else {
-            extra.as_mut_ptr()
+            let stream = self.streams.get(m.stream)?.clone();
+            (stream.ctx.clone(), Some(stream))
         };
-        let [gx, gy, gz] = m.grid;
-        let [bx, by, bz] = m.block;
-        // SAFETY: the function is live and its context current; `extra`
-        // names a buffer of exactly the layout's size, which the driver only
-        // reads during the call; its pointer parameters were checked.
-        check(unsafe {
-            sys::cuLaunchKernel(
-                function.raw,
-                gx,
-                gy,
-                gz,
-                bx,
-                by,
-                bz,
-                m.shared_mem,
-                stream,
-                std::ptr::null_mut(),
-                extra_ptr,
-            )
+        self.written.mark();
+        let params = self
+            .translate_params(&function.params, &m.params)
+            .into_owned();
+        Ok(PreparedLaunch {
+            batch: self.batches,
+            call,
+            function,
+            ctx,
+            stream,
+            grid: m.grid,
+            block: m.block,
+            shared_mem: m.shared_mem,
+            params,
         })
+    }
+
+    /// Gives a launch to the launch thread, started on first use (a session
+    /// that cannot have one issues its launches itself).
+    fn hand_over(&mut self, launch: PreparedLaunch) {
+        if self.launcher.is_none() {
+            match Launcher::start("cuda") {
+                Ok(started) => self.launcher = Some(started),
+                Err(e) => log::warn!("cannot start a launch thread, launching inline: {e}"),
+            }
+        }
+        match &self.launcher {
+            Some(launcher) => launcher.hand_over(launch),
+            None => {
+                if let Err(status) = launch.issue_here() {
+                    self.late.failed.push((launch.call, status));
+                }
+            }
+        }
     }
 }
 

@@ -12,6 +12,7 @@ mod driver;
 mod image;
 mod info;
 mod launch;
+mod launcher;
 mod library;
 mod live;
 mod memory;

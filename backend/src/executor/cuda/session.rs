@@ -61,6 +61,15 @@ pub struct CudaSession {
     /// global), last may have written the session's memory: a kernel
     /// writes through raw pointers, so it counts for every allocation.
     pub(super) written: Arc<crate::executor::written::WriteMark>,
+    /// The thread issuing this session's runs of launches, once it had one.
+    pub(super) launcher: Option<super::launcher::Launcher>,
+    /// Launches in a row in this batch, and calls run in it.
+    pub(super) launch_streak: u32,
+    pub(super) calls_in_batch: usize,
+    /// Batches this session ended (the number of the running one).
+    pub(super) batches: u64,
+    /// What became of launches the launch thread refused, so far.
+    pub(super) late: crate::executor::LateOutcomes,
 }
 
 // SAFETY: the raw driver handles in the tables are usable from any thread
@@ -87,6 +96,33 @@ impl CudaSession {
             readbacks: Default::default(),
             pinned: Default::default(),
             written: Default::default(),
+            launcher: None,
+            launch_streak: 0,
+            calls_in_batch: 0,
+            batches: 0,
+            late: Default::default(),
+        }
+    }
+
+    /// Waits until every launch handed to the launch thread was issued, so
+    /// that the next call reaches the driver after them.
+    pub(super) fn drain_launches(&mut self) {
+        self.launch_streak = 0;
+        if let Some(launcher) = &self.launcher {
+            let failed = launcher.drain();
+            self.note_late_failures(failed);
+        }
+    }
+
+    /// Files refused launches under this batch's calls or, for a batch
+    /// already answered, as an earlier call's failure.
+    pub(super) fn note_late_failures(&mut self, failed: Vec<super::launcher::LateFailure>) {
+        for failure in failed {
+            if failure.batch == self.batches {
+                self.late.failed.push((failure.call, failure.status));
+            } else {
+                self.late.earlier = self.late.earlier.or(Some(failure.status));
+            }
         }
     }
 
@@ -220,6 +256,12 @@ fn done(result: Result<(), Status>) -> Result<Vec<u8>, Status> {
 
 impl ExecSession for CudaSession {
     fn execute(&mut self, request: &Request, io: &mut GuestIo) -> Result<Vec<u8>, Status> {
+        let call = self.calls_in_batch;
+        self.calls_in_batch += 1;
+        if let Request::CuLaunchKernel(m) = request {
+            return done(self.launch(m, call));
+        }
+        self.drain_launches();
         match request {
             Request::CuInit(_) => Ok(CuInitReply {
                 driver_version: self.shared.driver_version,
@@ -261,7 +303,6 @@ impl ExecSession for CudaSession {
             Request::CuFuncSetCacheConfig(m) => done(self.set_cache_config(m)),
             Request::CuOccupancyMaxActiveBlocks(m) => self.occupancy_blocks(m),
             Request::CuOccupancyMaxPotentialBlockSize(m) => self.occupancy_block_size(m),
-            Request::CuLaunchKernel(m) => done(self.launch(m)),
             Request::CuStreamCreate(m) => done(self.create_stream(m)),
             Request::CuStreamDestroy(m) => done(self.streams.release(m.stream)),
             Request::CuStreamSynchronize(m) => done(self.stream_synchronize(m.ctx, m.stream)),
@@ -276,6 +317,19 @@ impl ExecSession for CudaSession {
             // Other families never reach this executor (see `serves`).
             _ => Err(cuda(result::ERROR_NOT_SUPPORTED)),
         }
+    }
+
+    /// Answers the batch without waiting for the launches still with the
+    /// launch thread (see `launcher.rs`).
+    fn finish_batch(&mut self) -> crate::executor::LateOutcomes {
+        if let Some(launcher) = &self.launcher {
+            let failed = launcher.failures();
+            self.note_late_failures(failed);
+        }
+        self.launch_streak = 0;
+        self.calls_in_batch = 0;
+        self.batches += 1;
+        std::mem::take(&mut self.late)
     }
 
     fn object_counts(&self) -> Vec<u64> {
@@ -298,12 +352,14 @@ impl ExecSession for CudaSession {
         &mut self,
         id: u64,
     ) -> Result<crate::executor::SavedSession, crate::executor::SnapshotError> {
+        self.drain_launches();
         self.save_session(id)
     }
 
     fn live_buffers(
         &mut self,
     ) -> Result<Vec<Box<dyn crate::executor::BufferSource>>, crate::executor::SnapshotError> {
+        self.drain_launches();
         Ok(self.live_sources())
     }
 
@@ -311,6 +367,7 @@ impl ExecSession for CudaSession {
         &mut self,
         _limit: std::time::Duration,
     ) -> Result<bool, crate::executor::SnapshotError> {
+        self.drain_launches();
         self.synchronize_all()
             .map(|()| true)
             .map_err(|s| crate::executor::SnapshotError::device("wait for the session's work", s))
@@ -329,6 +386,8 @@ impl ExecSession for CudaSession {
 
 impl Drop for CudaSession {
     fn drop(&mut self) {
+        // Launches handed over reach the driver first.
+        self.launcher = None;
         // Let running work finish before its memory goes, then release in
         // dependency order: objects hold their contexts, so the contexts go
         // last.

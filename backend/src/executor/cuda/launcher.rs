@@ -1,0 +1,333 @@
+//! A session's launch thread: kernel launches handed over by the thread
+//! running the session's batch, issued to the driver in order.
+//!
+//! The driver's `cuLaunchKernel` takes about as long as a native program's
+//! launch, so a backend that decodes, checks and issues every launch on one
+//! thread can never keep up with a program that only launches. With this
+//! thread the batch's thread decodes and checks launch `n + 1` while launch
+//! `n` is in the driver: the two overlap, as the program's own encoding
+//! overlaps the backend's work.
+//!
+//! Order is kept by draining: any call other than a launch first waits for
+//! every launch handed over before it (`drain`), so the driver sees the
+//! session's calls in the guest's order; so do saves, copies taken while
+//! the guest runs and the session's end, so nothing is in flight while the
+//! session is quiesced (checkpoints, re-homes, migrations). A batch of
+//! launches is answered without waiting for them: the program sends the
+//! next batch while this thread still issues the last one, and never waits
+//! for the hand-over between two batches. A launch the driver refuses
+//! answers its own call if its batch is still running, else it is reported
+//! with the next batch's answer as an earlier call's failure, which the
+//! guest library returns from the next synchronizing call, as CUDA returns
+//! asynchronous errors. A launch holds copies of its parameters and
+//! handles, never the batch's memory.
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use cudarc::driver::sys;
+use vgpu_protocol::Status;
+
+use super::driver::{check, make_current};
+use super::objects::{HostContext, HostFunction, HostStream};
+
+/// Launches in a row, within one batch, before the thread takes over: a
+/// batch of one launch and a synchronization is served faster on one
+/// thread than with a hand-over.
+pub const STREAK: u32 = 4;
+
+/// How long the launch thread keeps looking for the next launch before it
+/// sleeps, and the batch's thread for the last one before it sleeps: both
+/// only while launches come back to back.
+const SPIN: Duration = Duration::from_micros(50);
+
+/// Whether sessions hand their runs of launches to a thread of their own:
+/// yes unless `VGPU_CUDA_LAUNCH_THREAD=0` (to compare, or to rule it out
+/// when chasing a problem).
+pub fn enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENABLED.get_or_init(|| std::env::var("VGPU_CUDA_LAUNCH_THREAD").map_or(true, |v| v != "0"))
+}
+
+/// A launch checked and translated, ready for the driver.
+pub struct PreparedLaunch {
+    /// The batch (the session's count of batches) and the call's number in
+    /// it (its index among the session's calls there), so that a failure
+    /// answers that call, or, once that batch was answered, the next.
+    pub batch: u64,
+    pub call: usize,
+    pub function: Arc<HostFunction>,
+    pub ctx: Arc<HostContext>,
+    /// `None`: the context's NULL stream.
+    pub stream: Option<Arc<HostStream>>,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem: u32,
+    pub params: Vec<u8>,
+}
+
+impl PreparedLaunch {
+    /// Issues the launch on the calling thread.
+    pub fn issue_here(&self) -> Result<(), Status> {
+        make_current(self.ctx.raw)?;
+        let stream = self.stream.as_ref().map_or(std::ptr::null_mut(), |s| s.raw);
+        issue(
+            &self.function,
+            self.grid,
+            self.block,
+            self.shared_mem,
+            stream,
+            &self.params,
+        )
+    }
+}
+
+/// `cuLaunchKernel` with a packed parameter buffer, in the current context.
+pub fn issue(
+    function: &HostFunction,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_mem: u32,
+    stream: sys::CUstream,
+    params: &[u8],
+) -> Result<(), Status> {
+    let mut size = params.len();
+    let mut extra = [
+        sys::CU_LAUNCH_PARAM_BUFFER_POINTER_AS_INT as usize as *mut c_void,
+        params.as_ptr() as *mut c_void,
+        sys::CU_LAUNCH_PARAM_BUFFER_SIZE_AS_INT as usize as *mut c_void,
+        (&mut size as *mut usize).cast(),
+        sys::CU_LAUNCH_PARAM_END_AS_INT as usize as *mut c_void,
+    ];
+    let extra_ptr = if size == 0 {
+        std::ptr::null_mut()
+    } else {
+        extra.as_mut_ptr()
+    };
+    let [gx, gy, gz] = grid;
+    let [bx, by, bz] = block;
+    // SAFETY: the function is live (held by the caller) and its context
+    // current; `extra` names a buffer of exactly the layout's size, which
+    // the driver only reads during the call; its pointer parameters were
+    // checked by the session.
+    check(unsafe {
+        sys::cuLaunchKernel(
+            function.raw,
+            gx,
+            gy,
+            gz,
+            bx,
+            by,
+            bz,
+            shared_mem,
+            stream,
+            std::ptr::null_mut(),
+            extra_ptr,
+        )
+    })
+}
+
+/// Launches handed over and not yet issued, at most: the batch's thread
+/// waits for room beyond it. Twice the messages of a batch, so the launch
+/// thread still has a batch's worth while the next batch is decoded and
+/// the program gets its answer; and the memory it holds stays bounded.
+const MAX_IN_FLIGHT: u64 = 2 * vgpu_protocol::limits::MAX_BATCH_COUNT as u64;
+
+/// A launch the driver refused: the batch and the call it answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LateFailure {
+    pub batch: u64,
+    pub call: usize,
+    pub status: Status,
+}
+
+/// What both threads share.
+struct Shared {
+    queue: Mutex<Queue>,
+    /// The launch thread sleeps on it when there is nothing to issue.
+    work: Condvar,
+    /// The batch's thread sleeps on it while it waits for launches to be
+    /// issued (a drain, or room in the queue).
+    progress: Condvar,
+    /// Launches handed over, and launches issued (and dropped) so far.
+    handed: AtomicU64,
+    issued: AtomicU64,
+    /// The batch's thread sleeps on `progress` until `issued` reaches
+    /// `wake_at` (the launch thread then wakes it, once).
+    waiting: AtomicBool,
+    wake_at: AtomicU64,
+}
+
+#[derive(Default)]
+struct Queue {
+    launches: Vec<PreparedLaunch>,
+    failed: Vec<LateFailure>,
+    asleep: bool,
+    stop: bool,
+}
+
+/// The launch thread of one session, started at its first run of launches.
+pub struct Launcher {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Launcher {
+    pub fn start(session: &str) -> std::io::Result<Launcher> {
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue::default()),
+            work: Condvar::new(),
+            progress: Condvar::new(),
+            handed: AtomicU64::new(0),
+            issued: AtomicU64::new(0),
+            waiting: AtomicBool::new(false),
+            wake_at: AtomicU64::new(0),
+        });
+        let theirs = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("vgpu-launch-{session}"))
+            .spawn(move || run(&theirs))?;
+        Ok(Launcher {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// Hands a launch over; it is issued after every launch handed before.
+    /// With `MAX_IN_FLIGHT` launches not issued yet, waits until half of
+    /// them are: one sleep and one wake-up for thousands of launches.
+    pub fn hand_over(&self, launch: PreparedLaunch) {
+        let shared = &*self.shared;
+        let handed = shared.handed.load(Ordering::SeqCst);
+        if handed - shared.issued.load(Ordering::SeqCst) >= MAX_IN_FLIGHT {
+            self.wait_until_issued(handed - MAX_IN_FLIGHT / 2);
+        }
+        let mut queue = lock(&shared.queue);
+        queue.launches.push(launch);
+        let wake = queue.asleep;
+        shared.handed.fetch_add(1, Ordering::SeqCst);
+        drop(queue);
+        if wake {
+            shared.work.notify_one();
+        }
+    }
+
+    /// Whether launches handed over are still to be issued.
+    pub fn busy(&self) -> bool {
+        self.shared.issued.load(Ordering::SeqCst) < self.shared.handed.load(Ordering::SeqCst)
+    }
+
+    /// Waits until every launch handed over was issued; returns the
+    /// launches refused since the last look.
+    pub fn drain(&self) -> Vec<LateFailure> {
+        self.wait_until_issued(self.shared.handed.load(Ordering::SeqCst));
+        self.failures()
+    }
+
+    /// The launches refused since the last look (never waits for the
+    /// launch thread's work).
+    pub fn failures(&self) -> Vec<LateFailure> {
+        std::mem::take(&mut lock(&self.shared.queue).failed)
+    }
+
+    /// Waits until `count` launches were issued in all: a short look, then
+    /// asleep until the launch thread reports progress.
+    fn wait_until_issued(&self, count: u64) {
+        let shared = &*self.shared;
+        let until = Instant::now() + SPIN;
+        while shared.issued.load(Ordering::SeqCst) < count && Instant::now() < until {
+            std::hint::spin_loop();
+        }
+        if shared.issued.load(Ordering::SeqCst) >= count {
+            return;
+        }
+        let mut queue = lock(&shared.queue);
+        shared.wake_at.store(count, Ordering::SeqCst);
+        shared.waiting.store(true, Ordering::SeqCst);
+        while shared.issued.load(Ordering::SeqCst) < count {
+            queue = shared
+                .progress
+                .wait(queue)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+        shared.waiting.store(false, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Launcher {
+    fn drop(&mut self) {
+        lock(&self.shared.queue).stop = true;
+        self.shared.work.notify_one();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The launch thread: issues what was handed over, in order, until stopped
+/// (after issuing what is left).
+fn run(shared: &Shared) {
+    let mut taken = 0u64;
+    // With `VGPU_BACKEND_PROFILE=1`: time in the driver, and launches.
+    let mut in_driver = crate::vgpu::profile::enabled().then_some(Duration::ZERO);
+    loop {
+        // Look for a while before sleeping: in a run of launches the next
+        // one comes within a microsecond or two.
+        let until = Instant::now() + SPIN;
+        while shared.handed.load(Ordering::SeqCst) == taken && Instant::now() < until {
+            std::hint::spin_loop();
+        }
+        let launches = {
+            let mut queue = lock(&shared.queue);
+            while queue.launches.is_empty() && !queue.stop {
+                queue.asleep = true;
+                queue = shared.work.wait(queue).unwrap_or_else(|e| e.into_inner());
+                queue.asleep = false;
+            }
+            if queue.launches.is_empty() {
+                if let Some(total) = in_driver {
+                    log::info!(
+                        "launch thread profile: {taken} launches, {:.3} ms in the driver ({:.3} µs a launch)",
+                        total.as_secs_f64() * 1e3,
+                        total.as_secs_f64() * 1e6 / taken.max(1) as f64
+                    );
+                }
+                return;
+            }
+            std::mem::take(&mut queue.launches)
+        };
+        taken += launches.len() as u64;
+        for launch in launches {
+            let started = in_driver.map(|_| Instant::now());
+            let issued = launch.issue_here();
+            if let (Some(total), Some(t)) = (in_driver.as_mut(), started) {
+                *total += t.elapsed();
+            }
+            if let Err(status) = issued {
+                log::debug!("deferred kernel launch failed: {status}");
+                lock(&shared.queue).failed.push(LateFailure {
+                    batch: launch.batch,
+                    call: launch.call,
+                    status,
+                });
+            }
+            // The objects are let go here, on this thread, before the
+            // batch's thread may release its own holds (it drains first).
+            drop(launch);
+            let issued = shared.issued.fetch_add(1, Ordering::SeqCst) + 1;
+            if shared.waiting.load(Ordering::SeqCst)
+                && issued >= shared.wake_at.load(Ordering::SeqCst)
+            {
+                let _queue = lock(&shared.queue);
+                shared.progress.notify_all();
+            }
+        }
+    }
+}
