@@ -175,6 +175,17 @@ pub struct Args {
           value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub poll_us: u64,
 
+    /// Register each region of a front-end's guest memory of at most SIZE
+    /// with the CUDA driver when it is mapped (0: none), so copies between
+    /// the GPU and ordinary guest memory run as DMA, like a native
+    /// program's page-locked copies, instead of the driver's staged
+    /// pageable copies. Registering pins those pages while the VM runs (as
+    /// a GPU given to a VM with VFIO does): in loopback, the transport's
+    /// data area; in a VM, every RAM region up to SIZE. Only with a CUDA
+    /// device.
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size)]
+    pub cuda_pin_guest_memory: u64,
+
     /// Internal: run as the worker the supervisor started, on the channel
     /// and listening descriptors given, for the VM id given.
     #[arg(long, hide = true, value_name = "CHANNEL,LISTENER,VM")]
@@ -244,6 +255,9 @@ pub struct Config {
     pub worker: Option<WorkerRole>,
     /// The vring thread's poll budget (`--poll-us`).
     pub poll: std::time::Duration,
+    /// `--cuda-pin-guest-memory`: the largest guest memory region
+    /// registered with the CUDA driver.
+    pub cuda_pin_guest_memory: u64,
 }
 
 /// One device to serve.
@@ -454,6 +468,7 @@ impl TryFrom<Args> for Config {
             devices,
             worker,
             poll: std::time::Duration::from_micros(args.poll_us),
+            cuda_pin_guest_memory: args.cuda_pin_guest_memory,
             log_level: parse_log_level(&args.log_level)?,
             control: args.control,
             precopy_socket: args.precopy_socket,

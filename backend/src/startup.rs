@@ -159,7 +159,9 @@ pub fn open_executors(
                     })?;
                 executors.push(Arc::new(opencl));
             }
-            DeviceSpec::Cuda(index) => executors.extend(open_cuda(*index)),
+            DeviceSpec::Cuda(index) => {
+                executors.extend(open_cuda(*index, config.cuda_pin_guest_memory))
+            }
         }
     }
     if executors.is_empty() {
@@ -169,9 +171,12 @@ pub fn open_executors(
 }
 
 #[cfg(feature = "cuda")]
-fn open_cuda(index: u32) -> Option<Arc<dyn Executor>> {
+fn open_cuda(index: u32, pin_limit: u64) -> Option<Arc<dyn Executor>> {
     match crate::executor::cuda::CudaExecutor::open(index) {
-        Ok(executor) => Some(Arc::new(executor)),
+        Ok(executor) => {
+            executor.set_pin_limit(pin_limit);
+            Some(Arc::new(executor))
+        }
         Err(e) => {
             let cause = std::error::Error::source(&e).map(|c| format!(": {c}"));
             log::warn!("cuda:{index} not offered: {e}{}", cause.unwrap_or_default());
@@ -181,7 +186,7 @@ fn open_cuda(index: u32) -> Option<Arc<dyn Executor>> {
 }
 
 #[cfg(not(feature = "cuda"))]
-fn open_cuda(index: u32) -> Option<Arc<dyn Executor>> {
+fn open_cuda(index: u32, _pin_limit: u64) -> Option<Arc<dyn Executor>> {
     log::warn!("cuda:{index} not offered: built without the cuda feature");
     None
 }

@@ -118,6 +118,10 @@ pub trait Executor: Send + Sync {
     /// A new, empty session (its own handle namespace).
     fn open_session(&self) -> Box<dyn ExecSession>;
 
+    /// The front-end mapped (or remapped) its guest memory: `mem` is what
+    /// chains name from now on.
+    fn map_guest_memory(&self, _mem: &std::sync::Arc<crate::chain::GuestRam>) {}
+
     /// Which part of a saved session this executor saves and restores
     /// (`None`: it saves nothing).
     fn kind(&self) -> Option<ExecutorKind> {

@@ -156,6 +156,13 @@ impl Vgpu {
         &self.metrics
     }
 
+    /// Tells every executor that the front-end mapped its guest memory.
+    pub fn map_guest_memory(&self, mem: &Arc<crate::chain::GuestRam>) {
+        for executor in self.executors() {
+            executor.map_guest_memory(mem);
+        }
+    }
+
     pub fn executors(&self) -> Vec<Arc<dyn Executor>> {
         self.executors
             .read()

@@ -250,7 +250,9 @@ impl VhostUserBackend for VgpuDevice {
     }
 
     fn update_memory(&self, mem: GuestMemoryAtomic<GuestRam>) -> io::Result<()> {
+        let mapped: Arc<GuestRam> = mem.memory().into_inner();
         *self.inner.mem.write().unwrap_or_else(|e| e.into_inner()) = Some(mem);
+        self.inner.vgpu.map_guest_memory(&mapped);
         Ok(())
     }
 

@@ -9,6 +9,7 @@
 
 mod account;
 mod driver;
+mod guest_pins;
 mod image;
 mod info;
 mod launch;
@@ -53,6 +54,10 @@ pub struct DeviceShared {
     /// Retained for the executor's lifetime: current while sessions release
     /// memory with no context of their own left.
     pub primary: sys::CUcontext,
+    /// The VM's guest memory registered with the driver, if any
+    /// (`guest_pins.rs`), and the largest region registered.
+    pub guest_pins: std::sync::Mutex<Option<guest_pins::GuestPins>>,
+    pub pin_limit: std::sync::atomic::AtomicU64,
 }
 
 // SAFETY: the device ordinal and the primary context are driver handles
@@ -119,13 +124,28 @@ impl CudaExecutor {
                 driver_version: u32::try_from(version).unwrap_or(0),
                 arena: Arc::new(arena),
                 primary,
+                guest_pins: std::sync::Mutex::new(None),
+                pin_limit: std::sync::atomic::AtomicU64::new(0),
             }),
         })
     }
 }
 
+impl CudaExecutor {
+    /// Registers guest memory regions of at most `limit` bytes with the
+    /// driver when a front-end maps them (`--cuda-pin-guest-memory`; 0:
+    /// none).
+    pub fn set_pin_limit(&self, limit: u64) {
+        self.shared
+            .pin_limit
+            .store(limit, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 impl Drop for DeviceShared {
     fn drop(&mut self) {
+        // Unregistered while the primary context is still retained.
+        drop(self.guest_pins.get_mut().map(Option::take));
         // SAFETY: retained in `open`, released once; sessions hold `Arc`s
         // to this, so none is left.
         unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.device) };
@@ -151,6 +171,29 @@ impl Executor for CudaExecutor {
 
     fn kind(&self) -> Option<vgpu_migration::ExecutorKind> {
         Some(vgpu_migration::ExecutorKind::Cuda)
+    }
+
+    /// Registers the new mapping's regions (the old registration goes
+    /// first: a region kept across the change has the same address, which
+    /// the driver will not register twice).
+    fn map_guest_memory(&self, mem: &Arc<crate::chain::GuestRam>) {
+        let limit = self
+            .shared
+            .pin_limit
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let mut pins = self
+            .shared
+            .guest_pins
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        drop(pins.take());
+        if limit > 0 {
+            *pins = Some(guest_pins::GuestPins::register(
+                mem.clone(),
+                limit,
+                self.shared.primary,
+            ));
+        }
     }
 
     /// Rebuilds a session's CUDA objects.

@@ -30,8 +30,10 @@ pub const MAX_REGISTERED_BYTES: usize = 4 << 30;
 pub struct PinnedGuestMemory {
     /// Host address → length, of every registered range.
     ranges: BTreeMap<usize, usize>,
-    /// Guest block → the host ranges registered for it.
-    blocks: HashMap<u64, Vec<usize>>,
+    /// Guest block → the host ranges registered for it, and whether this
+    /// registered them (else they lie in guest memory registered as a
+    /// whole, `guest_pins.rs`, and stay registered when the block goes).
+    blocks: HashMap<u64, (Vec<usize>, bool)>,
     warnings: crate::ratelimit::WarnLimiter,
 }
 
@@ -39,8 +41,14 @@ pub struct PinnedGuestMemory {
 unsafe impl Send for PinnedGuestMemory {}
 
 impl PinnedGuestMemory {
-    /// Registers the guest memory under `pieces` as block `block`.
-    pub fn register(&mut self, block: u64, pieces: &[Segment]) -> Result<(), Status> {
+    /// Registers the guest memory under `pieces` as block `block`; pieces
+    /// for which `pinned_already` holds are only recorded.
+    pub fn register(
+        &mut self,
+        block: u64,
+        pieces: &[Segment],
+        pinned_already: impl Fn(&Segment) -> bool,
+    ) -> Result<(), Status> {
         if self.blocks.contains_key(&block) || self.blocks.len() >= MAX_BLOCKS {
             return Err(cuda(result::ERROR_INVALID_VALUE));
         }
@@ -61,6 +69,14 @@ impl PinnedGuestMemory {
                 "a guest asked to page-lock more than {MAX_REGISTERED_BYTES} bytes"
             );
             return Err(cuda(result::ERROR_OUT_OF_MEMORY));
+        }
+        if pieces.iter().all(&pinned_already) {
+            for piece in pieces {
+                self.ranges.insert(piece.ptr as usize, piece.len);
+            }
+            let starts = pieces.iter().map(|p| p.ptr as usize).collect();
+            self.blocks.insert(block, (starts, false));
+            return Ok(());
         }
         let mut done = Vec::with_capacity(pieces.len());
         for piece in pieces {
@@ -84,19 +100,21 @@ impl PinnedGuestMemory {
         for piece in pieces {
             self.ranges.insert(piece.ptr as usize, piece.len);
         }
-        self.blocks.insert(block, done);
+        self.blocks.insert(block, (done, true));
         Ok(())
     }
 
     /// Unregisters block `block`; the caller waited for work using it.
     pub fn unregister(&mut self, block: u64) -> Result<(), Status> {
-        let starts = self
+        let (starts, owned) = self
             .blocks
             .remove(&block)
             .ok_or_else(|| cuda(result::ERROR_HOST_MEMORY_NOT_REGISTERED))?;
         for start in starts {
             self.ranges.remove(&start);
-            Self::unregister_range(start);
+            if owned {
+                Self::unregister_range(start);
+            }
         }
         Ok(())
     }
@@ -129,10 +147,14 @@ impl PinnedGuestMemory {
 
     /// Unregisters everything (the session synchronized its contexts).
     pub fn clear(&mut self) {
-        for (start, _) in std::mem::take(&mut self.ranges) {
-            Self::unregister_range(start);
+        for (starts, owned) in std::mem::take(&mut self.blocks).into_values() {
+            for start in starts {
+                if owned {
+                    Self::unregister_range(start);
+                }
+            }
         }
-        self.blocks.clear();
+        self.ranges.clear();
     }
 }
 
@@ -161,6 +183,29 @@ mod tests {
         assert!(!pinned.covers(&[segment(0x800, 0x10)]));
         assert!(!pinned.covers(&[segment(0x4000, 1)]));
         assert!(!pinned.covers(&[]));
+    }
+
+    #[test]
+    fn blocks_in_memory_pinned_already_are_recorded_not_registered() {
+        // No driver is loaded here: a registration would fail, so success
+        // shows none was attempted.
+        let mut pinned = PinnedGuestMemory::default();
+        let pieces = [segment(0x10_000, 0x1000), segment(0x20_000, 0x2000)];
+        assert_eq!(pinned.register(7, &pieces, |_| true), Ok(()));
+        assert!(pinned.covers(&pieces));
+        assert_eq!(
+            pinned.register(8, &[segment(0x10_800, 0x10)], |_| true),
+            Err(cuda(result::ERROR_HOST_MEMORY_ALREADY_REGISTERED))
+        );
+        assert_eq!(pinned.unregister(7), Ok(()));
+        assert!(!pinned.covers(&pieces));
+        assert_eq!(
+            pinned.unregister(7),
+            Err(cuda(result::ERROR_HOST_MEMORY_NOT_REGISTERED))
+        );
+        assert_eq!(pinned.register(9, &pieces, |_| true), Ok(()));
+        pinned.clear();
+        assert!(!pinned.covers(&pieces));
     }
 
     #[test]

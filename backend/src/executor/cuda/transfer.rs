@@ -135,7 +135,15 @@ impl CudaSession {
         io: &GuestIo,
     ) -> Result<(), Status> {
         let pieces = io.out_slices(m.data)?;
-        self.pinned.register(m.block, &pieces)
+        let pins = self
+            .shared
+            .guest_pins
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        self.pinned.register(m.block, &pieces, |p| {
+            pins.as_ref()
+                .is_some_and(|pins| pins.covers(p.ptr as usize, p.len))
+        })
     }
 
     /// `CuHostUnregister`: waits for the work that may still use the memory
