@@ -70,8 +70,12 @@ fn read(raw: &mut RawFrontend, mem: u64) -> Result<Vec<u8>, vgpu_protocol::Statu
 }
 
 /// Moves the device state from `source` to `destination` through a pipe
-/// each, as the two QEMUs do at the stop.
-fn transfer_device_state(source: &mut RawFrontend, destination: &mut RawFrontend) {
+/// each, as the two QEMUs do at the stop; answers how the destination's
+/// load went.
+fn transfer_device_state(
+    source: &mut RawFrontend,
+    destination: &mut RawFrontend,
+) -> Result<(), vhost::Error> {
     let (mut from_source, to_reader) = std::io::pipe().expect("a pipe");
     let phase = VhostTransferStatePhase::STOPPED;
     source
@@ -107,11 +111,7 @@ fn transfer_device_state(source: &mut RawFrontend, destination: &mut RawFrontend
         .write_all(&state)
         .expect("hand the device state over");
     drop(to_destination);
-    destination
-        .dev
-        .frontend()
-        .check_device_state()
-        .expect("the destination took the device state");
+    destination.dev.frontend().check_device_state()
 }
 
 fn start(name: &str) -> (Backend, std::path::PathBuf) {
@@ -164,7 +164,7 @@ fn an_adopted_restore_gives_the_guest_its_exact_contents() {
     create(&mut guest, 8);
     write(&mut guest, 8, &pattern(8));
 
-    transfer_device_state(&mut guest, &mut resumed);
+    transfer_device_state(&mut guest, &mut resumed).expect("the destination took the device state");
     resumed.next_seq = guest.next_seq;
     for (mem, want, what) in [
         (5, pattern(5), "kept as copied"),
@@ -185,4 +185,48 @@ fn an_adopted_restore_gives_the_guest_its_exact_contents() {
         Err(vgpu_protocol::Status::INVALID_MEM_OBJECT),
         "buffer 7, released after the pre-copy checkpoint"
     );
+}
+
+#[test]
+fn a_cancelled_incoming_precopy_leaves_nothing_behind() {
+    let (source, source_channel) = start("cancel-source");
+    let (destination, destination_channel) = start("cancel-destination");
+    let mut guest = source.raw();
+    guest.open_session(1);
+    req::assert_all_ok(&guest.batch(1, &[req::context(CONTEXT), req::queue(QUEUE, CONTEXT)]));
+    for mem in [5, 6] {
+        create(&mut guest, mem);
+        write(&mut guest, mem, &pattern(mem as u32));
+    }
+    let mut outgoing = Channel::connect(&source_channel);
+    assert_eq!(outgoing.ask("begin 2"), "ok");
+    let stream = outgoing.take_all(1 << 20);
+    assert_eq!(outgoing.ask("finish"), "ok");
+
+    // Half the stream, then the destination's QEMU gives up: the restore
+    // ahead stops and what it built goes; no base is kept, so a device
+    // state leaning on one is refused and the destination has no session.
+    let mut resumed = destination.raw();
+    let mut incoming = Channel::connect(&destination_channel);
+    incoming.load(&stream[..stream.len() / 2], 1 << 20);
+    assert_eq!(incoming.ask("abort"), "ok");
+    assert!(
+        transfer_device_state(&mut guest, &mut resumed).is_err(),
+        "an incremental device state without its base was taken"
+    );
+    resumed.next_seq = guest.next_seq;
+    assert!(
+        read(&mut resumed, 5).is_err(),
+        "a session of the cancelled restore is there"
+    );
+
+    // A whole pre-copy afterwards restores the guest's contents.
+    incoming.load(&stream, 1 << 20);
+    assert_eq!(incoming.ask("loaded"), format!("ok {}", stream.len()));
+    transfer_device_state(&mut guest, &mut resumed).expect("the destination took the device state");
+    resumed.next_seq = guest.next_seq;
+    for mem in [5, 6] {
+        let got = read(&mut resumed, mem).unwrap_or_else(|s| panic!("buffer {mem}: {s:?}"));
+        assert!(got == pattern(mem as u32), "buffer {mem} differs");
+    }
 }

@@ -54,7 +54,7 @@ impl Preparing {
                         t.elapsed().as_secs_f64() * 1e3
                     ),
                     Err(e) => log::info!(
-                        "pre-copy: cannot restore the incoming checkpoint ahead; the stop restores it whole: {}",
+                        "pre-copy: the incoming checkpoint is not restored ahead (a restore at the stop builds it whole): {}",
                         crate::startup::error_chain(e)
                     ),
                 }

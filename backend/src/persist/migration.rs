@@ -58,6 +58,15 @@ pub fn restore_migration<R: Read>(vgpu: &Arc<Vgpu>, mut input: R) -> Result<Repo
     let version = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
     let whole = std::io::Cursor::new(header[..got].to_vec()).chain(input);
     if got < header.len() || version != m::stream::DELTA_FORMAT_VERSION {
+        // A whole vGPU refers to nothing kept: what was restored ahead of
+        // it goes (its device memory is the guest's to use).
+        let prepared = vgpu
+            .migration_base
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .prepared
+            .take();
+        drop(prepared);
         return restore(vgpu, whole, Continuity::Checked);
     }
     let (incoming, preparing) = {
