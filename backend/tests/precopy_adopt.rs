@@ -230,3 +230,38 @@ fn a_cancelled_incoming_precopy_leaves_nothing_behind() {
         assert!(got == pattern(mem as u32), "buffer {mem} differs");
     }
 }
+
+#[test]
+fn a_base_named_by_the_operator_is_read_for_what_was_not_restored_ahead() {
+    let (source, _) = start("named-source");
+    let (destination, _) = start("named-destination");
+    let mut guest = source.raw();
+    guest.open_session(1);
+    req::assert_all_ok(&guest.batch(1, &[req::context(CONTEXT), req::queue(QUEUE, CONTEXT)]));
+    for mem in [5, 6] {
+        create(&mut guest, mem);
+        write(&mut guest, mem, &pattern(mem as u32));
+    }
+    // A whole checkpoint both back-ends name (`vgpu-ctl migration-base`):
+    // nothing was restored ahead, so the restore at the stop reads every
+    // buffer the device state takes from it out of the file.
+    let base = std::env::temp_dir().join(format!("vgpu-adopt-base-{}.ckpt", std::process::id()));
+    let base_path = base.to_str().expect("a UTF-8 temp dir");
+    let mut resumed = destination.raw();
+    let (taken, reply) = source.ctl(&["checkpoint", base_path]);
+    assert!(taken, "checkpoint: {reply}");
+    for backend in [&source, &destination] {
+        let (named, reply) = backend.ctl(&["migration-base", base_path]);
+        assert!(named, "migration-base: {reply}");
+    }
+    let rewritten = pattern(60);
+    write(&mut guest, 6, &rewritten);
+
+    transfer_device_state(&mut guest, &mut resumed).expect("the destination took the device state");
+    let _ = std::fs::remove_file(&base);
+    resumed.next_seq = guest.next_seq;
+    for (mem, want) in [(5, pattern(5)), (6, rewritten)] {
+        let got = read(&mut resumed, mem).unwrap_or_else(|s| panic!("buffer {mem}: {s:?}"));
+        assert!(got == want, "buffer {mem} differs");
+    }
+}
