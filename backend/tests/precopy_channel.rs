@@ -109,6 +109,7 @@ fn precopy_channel_hands_out_a_whole_checkpoint_and_survives_garbage() {
     }
     assert_eq!(answer, want, "the rewritten buffer is pending");
 
+    let stream = common::precopy::checkpoint_of(&stream);
     let identity = vgpu_migration::base_id(&mut &stream[..]).expect("a checkpoint stream");
     assert!(identity.is_some(), "a whole checkpoint has an identity");
     let mut reader = StreamReader::new(&stream[..]).expect("a checkpoint stream");

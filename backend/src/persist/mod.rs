@@ -23,6 +23,7 @@ mod follow;
 mod live;
 mod load;
 mod migration;
+mod objects_first;
 mod precopy;
 mod rehome;
 mod sessions;

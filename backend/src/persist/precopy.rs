@@ -1,9 +1,10 @@
 //! Pre-copy of a vGPU through its front-end's migration stream.
 //!
-//! Source ([`Outgoing`]): while the VM runs, a whole checkpoint is taken
-//! live (buffers copied in rounds, a short pause for the objects and what
-//! was written since its copy) and handed out a slice at a time, for QEMU
-//! to send in its iterative sections. Once it was all sent, the vGPU's
+//! Source ([`Outgoing`]): while the VM runs, the objects go first
+//! (`objects_first`), then a whole checkpoint is taken live (buffers
+//! copied in rounds, a short pause for the objects and what was written
+//! since its copy) and handed out a slice at a time, for QEMU to send in
+//! its iterative sections. Once it was all sent, the vGPU's
 //! migration base is that checkpoint: the device state QEMU asks for at
 //! the stop (`SET_DEVICE_STATE_FD`) is then an incremental one, the
 //! objects and only the buffers written since their copy.
@@ -29,6 +30,7 @@ use super::base::CheckpointBase;
 use super::byte_queue::{ByteQueue, QueueWriter, Taken};
 use super::follow::{memory_file, Growth};
 use super::live::{capture, precopy, session_states, write, LiveOptions};
+use super::objects_first::{build_ahead, Opening, OpeningError};
 use super::{Error, Incremental};
 use crate::vgpu::{lock_within, Vgpu};
 
@@ -61,6 +63,8 @@ pub enum PrecopyError {
     NoIdentity,
     #[error("cannot start the pre-copy thread")]
     Thread(#[source] std::io::Error),
+    #[error(transparent)]
+    Opening(#[from] OpeningError),
 }
 
 /// The checkpoint being sent, once captured: from then on the buffers
@@ -305,6 +309,14 @@ fn produce(
     expected: &AtomicU64,
     captured_base: &Captured,
 ) -> Result<u32, Error> {
+    // The objects first, for the destination to build its programs
+    // while the buffers are copied and sent.
+    let (objects, _) = super::capture::quiesced(vgpu, |q, _| Ok(q.state))?;
+    let opening = super::objects_first::encode(&objects);
+    let opened = opening.len() as u64;
+    QueueWriter(queue.clone())
+        .write_all(&opening)
+        .map_err(|e| Error::Write(m::WriteError::Io(e)))?;
     let (staging, rounds, _) = precopy(vgpu, options, None, None)?;
     let (captured, _) = capture(vgpu, staging)?;
     // Kept in `captured` too: the stream opens with its identity.
@@ -321,9 +333,9 @@ fn produce(
             super::live::Content::Base(_) => 0,
         })
         .sum();
-    expected.store(buffers + FRAMING_ESTIMATE, Ordering::Relaxed);
+    expected.store(opened + buffers + FRAMING_ESTIMATE, Ordering::Relaxed);
     let (_, summary) = write(&captured, QueueWriter(queue.clone()), None, None)?;
-    expected.store(summary.stream_bytes, Ordering::Relaxed);
+    expected.store(opened + summary.stream_bytes, Ordering::Relaxed);
     Ok(rounds)
 }
 
@@ -355,10 +367,14 @@ fn changed_bytes(vgpu: &Arc<Vgpu>, base: Option<&CheckpointBase>) -> Option<u64>
 pub struct Incoming {
     vgpu: Arc<Vgpu>,
     file: std::fs::File,
+    /// Bytes handed over, and those of the stream kept.
     received: u64,
+    kept: u64,
     growth: Arc<Growth>,
     /// `None` if no thread could be started: the stop restores it all.
     preparing: Option<Preparing>,
+    /// The objects sent ahead of the stream.
+    opening: Opening,
 }
 
 impl Incoming {
@@ -374,16 +390,26 @@ impl Incoming {
             vgpu,
             file,
             received: 0,
+            kept: 0,
             growth,
             preparing,
+            opening: Opening::default(),
         })
     }
 
-    /// Keeps `bytes`, for the restore ahead to read as they come.
+    /// Keeps `bytes`, for the restore ahead to read as they come; builds
+    /// the objects sent first once they arrived.
     pub fn append(&mut self, bytes: &[u8]) -> Result<(), PrecopyError> {
-        self.file.write_all(bytes).map_err(PrecopyError::Keep)?;
+        let (stream, objects) = self.opening.take(bytes)?;
+        match objects {
+            Some(Ok(state)) => build_ahead(self.vgpu.clone(), state),
+            Some(Err(why)) => log::info!("pre-copy: the objects sent first are not usable: {why}"),
+            None => {}
+        }
+        self.file.write_all(&stream).map_err(PrecopyError::Keep)?;
+        self.kept += stream.len() as u64;
         self.received += bytes.len() as u64;
-        self.growth.grew(self.received);
+        self.growth.grew(self.kept);
         Ok(())
     }
 
@@ -404,7 +430,7 @@ impl Incoming {
         log::info!(
             "pre-copy: kept the incoming whole checkpoint {:032x} ({} bytes)",
             id.0,
-            self.received
+            self.kept
         );
         let mut base = self
             .vgpu

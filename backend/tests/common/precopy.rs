@@ -67,3 +67,12 @@ impl Channel {
         }
     }
 }
+
+/// The whole checkpoint stream of what a source's pre-copy handed out:
+/// past the objects it sends first (`VGPUOBJ1`, their length as a
+/// little-endian u64, the objects).
+pub fn checkpoint_of(handed_out: &[u8]) -> &[u8] {
+    assert_eq!(&handed_out[..8], b"VGPUOBJ1", "the objects come first");
+    let len = u64::from_le_bytes(handed_out[8..16].try_into().expect("8 bytes"));
+    &handed_out[16 + len as usize..]
+}
