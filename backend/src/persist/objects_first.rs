@@ -38,6 +38,9 @@ pub enum OpeningError {
     TooLarge(u64),
 }
 
+/// The objects sent first, or why they cannot be read.
+pub(super) type Objects = Result<m::VgpuState, String>;
+
 /// The destination's reading of the opening, as the bytes come.
 #[derive(Default)]
 pub(super) struct Opening {
@@ -54,7 +57,7 @@ impl Opening {
     pub(super) fn take<'a>(
         &mut self,
         bytes: &'a [u8],
-    ) -> Result<(Cow<'a, [u8]>, Option<Result<m::VgpuState, String>>), OpeningError> {
+    ) -> Result<(Cow<'a, [u8]>, Option<Objects>), OpeningError> {
         if self.passed {
             return Ok((Cow::Borrowed(bytes), None));
         }
