@@ -109,10 +109,11 @@ fn precopy_channel_hands_out_a_whole_checkpoint_and_survives_garbage() {
     }
     assert_eq!(answer, want, "the rewritten buffer is pending");
 
-    let stream = common::precopy::checkpoint_of(&stream);
-    let identity = vgpu_migration::base_id(&mut &stream[..]).expect("a checkpoint stream");
+    // The objects come first; then the whole checkpoint.
+    let checkpoint = common::precopy::checkpoint_of(&stream);
+    let identity = vgpu_migration::base_id(&mut &checkpoint[..]).expect("a checkpoint stream");
     assert!(identity.is_some(), "a whole checkpoint has an identity");
-    let mut reader = StreamReader::new(&stream[..]).expect("a checkpoint stream");
+    let mut reader = StreamReader::new(checkpoint).expect("a checkpoint stream");
     let mut contents = Vec::new();
     while let Some(item) = reader.next_item().expect("a valid stream") {
         if let Item::BufferChunk { data, .. } = item {
