@@ -6,10 +6,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
+use common::precopy::Channel;
 use common::req;
 use common::{Backend, RawFrontend};
 use vgpu_migration::{Item, StreamReader};
@@ -48,38 +47,6 @@ fn write(raw: &mut RawFrontend, data: &[u8]) {
         event: 0,
     };
     req::assert_all_ok(&raw.batch_with_out(1, &[write.into(), Finish { queue: 2 }.into()], data));
-}
-
-struct Channel {
-    reader: BufReader<UnixStream>,
-    writer: UnixStream,
-}
-
-impl Channel {
-    /// Connects as the front-end's QEMU would (this process is both).
-    fn connect(path: &std::path::Path) -> Channel {
-        let stream = UnixStream::connect(path).expect("connect the pre-copy socket");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(60)))
-            .expect("timeout");
-        Channel {
-            reader: BufReader::new(stream.try_clone().expect("clone")),
-            writer: stream,
-        }
-    }
-
-    fn ask(&mut self, request: &str) -> String {
-        writeln!(self.writer, "{request}").expect("send a request");
-        let mut line = String::new();
-        self.reader.read_line(&mut line).expect("read an answer");
-        line.trim_end().to_string()
-    }
-
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        let mut bytes = vec![0u8; n];
-        self.reader.read_exact(&mut bytes).expect("read a slice");
-        bytes
-    }
 }
 
 fn pattern() -> Vec<u8> {
@@ -126,21 +93,7 @@ fn precopy_channel_hands_out_a_whole_checkpoint_and_survives_garbage() {
         pending >= SIZE,
         "pending {pending} before anything was sent"
     );
-    let mut stream = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let answer = channel.ask("next 1048576");
-        if answer == "end" {
-            break;
-        }
-        let n: usize = answer
-            .strip_prefix("data ")
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("{answer:?}"));
-        assert!(n <= 1 << 20, "a slice of {n} bytes over the limit asked");
-        stream.extend(channel.bytes(n));
-        assert!(Instant::now() < deadline, "the stream never ended");
-    }
+    let stream = channel.take_all(1 << 20);
     assert_eq!(channel.ask("finish"), "ok");
 
     // The guest writes its buffer again: the device state at the stop has
@@ -156,9 +109,11 @@ fn precopy_channel_hands_out_a_whole_checkpoint_and_survives_garbage() {
     }
     assert_eq!(answer, want, "the rewritten buffer is pending");
 
-    let identity = vgpu_migration::base_id(&mut &stream[..]).expect("a checkpoint stream");
+    // The objects come first; then the whole checkpoint.
+    let checkpoint = common::precopy::checkpoint_of(&stream);
+    let identity = vgpu_migration::base_id(&mut &checkpoint[..]).expect("a checkpoint stream");
     assert!(identity.is_some(), "a whole checkpoint has an identity");
-    let mut reader = StreamReader::new(&stream[..]).expect("a checkpoint stream");
+    let mut reader = StreamReader::new(checkpoint).expect("a checkpoint stream");
     let mut contents = Vec::new();
     while let Some(item) = reader.next_item().expect("a valid stream") {
         if let Item::BufferChunk { data, .. } = item {

@@ -1,6 +1,7 @@
 //! Compute back-ends behind one trait. Each runs a session's calls on a real
 //! device; the vGPU layer above knows nothing of OpenCL or CUDA objects.
 
+mod ahead;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod opencl;
@@ -17,6 +18,7 @@ use vgpu_migration::{DeviceIdentity, ExecutorKind, ExecutorState, Profile};
 use vgpu_protocol::{Request, Status};
 
 use crate::chain::GuestIo;
+pub use ahead::{AdoptedSession, PreparedSession};
 
 /// Why a session could not be saved or rebuilt.
 #[derive(Debug, thiserror::Error)]
@@ -156,6 +158,31 @@ pub trait Executor: Send + Sync {
     /// part of `self.kind()`, upgraded by the executor to its newest form).
     fn restore_session(&self, _state: &ExecutorState) -> Result<RestoredSession, SnapshotError> {
         Err(SnapshotError::Unsupported("this executor's sessions"))
+    }
+
+    /// Builds a part of a whole checkpoint ahead of its restore (see
+    /// `ahead`), aside from any guest. An executor that cannot says
+    /// `Unsupported`; the restore at the stop then builds its parts whole.
+    fn prepare_session(&self, _state: &ExecutorState) -> Result<PreparedSession, SnapshotError> {
+        Err(SnapshotError::Unsupported(
+            "preparing this executor's sessions",
+        ))
+    }
+
+    /// Restores a part as `restore_session` does, taking over from
+    /// `ahead` (prepared by this executor) the objects that are the same
+    /// in `state`, with their contents. What it does not adopt is
+    /// released with `ahead`.
+    fn adopt_session(
+        &self,
+        state: &ExecutorState,
+        ahead: PreparedSession,
+    ) -> Result<AdoptedSession, SnapshotError> {
+        drop(ahead);
+        Ok(AdoptedSession {
+            restored: self.restore_session(state)?,
+            adopted: Default::default(),
+        })
     }
 }
 

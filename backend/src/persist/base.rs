@@ -18,6 +18,8 @@ pub struct MigrationBase {
     pub(crate) outgoing: Option<super::Incremental>,
     /// Destination: the whole checkpoint an incoming stream may refer to.
     pub(crate) incoming: Option<(BaseId, std::fs::File)>,
+    /// Destination: `incoming`, restored ahead of the stop (pre-copy).
+    pub(crate) prepared: Option<super::ahead::Preparing>,
 }
 
 impl MigrationBase {

@@ -3,8 +3,9 @@
 //! runs (its buffers copied as the guest computes), copies it to the
 //! destination and names it on both back-ends (`vgpu-ctl migration-base`);
 //! at the stop the source then sends an incremental checkpoint (objects, and
-//! only the buffers written since), and the destination merges it with its
-//! copy as it reads. Without a base both sides do as before.
+//! only the buffers written since), and the destination restores it over
+//! its copy (`adopt`), taking what a pre-copy restored ahead. Without a
+//! base both sides do as before.
 
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -50,57 +51,48 @@ pub fn save_for_migration<W: Write>(vgpu: &Arc<Vgpu>, out: W) -> Result<(W, Repo
 }
 
 /// Restores an incoming device-state stream: a whole one as before, or an
-/// incremental one merged with the migration base the destination holds.
+/// incremental one over the migration base the destination holds.
 pub fn restore_migration<R: Read>(vgpu: &Arc<Vgpu>, mut input: R) -> Result<Report, Error> {
     let mut header = [0u8; m::stream::HEADER_LEN as usize];
     let got = read_up_to(&mut input, &mut header)?;
     let version = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
     let whole = std::io::Cursor::new(header[..got].to_vec()).chain(input);
     if got < header.len() || version != m::stream::DELTA_FORMAT_VERSION {
+        // A whole vGPU refers to nothing kept: what was restored ahead of
+        // it goes (its device memory is the guest's to use).
+        let prepared = vgpu
+            .migration_base
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .prepared
+            .take();
+        drop(prepared);
         return restore(vgpu, whole, Continuity::Checked);
     }
-    let incoming = vgpu
-        .migration_base
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .incoming
-        .as_ref()
-        .map(|(id, file)| file.try_clone().map(|f| (*id, f)));
-    let (id, mut base) = incoming
+    let (incoming, preparing) = {
+        let mut base = vgpu
+            .migration_base
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let incoming = base
+            .incoming
+            .as_ref()
+            .map(|(id, file)| file.try_clone().map(|f| (*id, f)));
+        // Used once: a restore that fails drops what was prepared.
+        (incoming, base.prepared.take())
+    };
+    let (id, base) = incoming
         .ok_or(Error::NoMigrationBase)?
         .map_err(Error::MigrationBase)?;
     log::info!(
-        "the incoming vGPU is incremental: merging it with the migration base {:032x}",
+        "the incoming vGPU is incremental: restoring it over the migration base {:032x}",
         id.0
     );
-    std::io::Seek::rewind(&mut base).map_err(Error::MigrationBase)?;
-    let (reader, writer) = std::io::pipe().map_err(Error::MigrationBase)?;
-    // The restore reads the merged stream on a thread of its own while
-    // this one merges into the pipe.
-    let target = vgpu.clone();
-    let restoring = std::thread::Builder::new()
-        .name("vgpu-restore".into())
-        .spawn(move || {
-            let reader = std::io::BufReader::with_capacity(1 << 20, reader);
-            restore(&target, reader, Continuity::Checked)
-        })
-        .map_err(Error::MigrationBase)?;
-    let merged = {
-        let writer = std::io::BufWriter::with_capacity(1 << 20, writer);
-        let base = std::io::BufReader::with_capacity(1 << 20, base);
-        m::merge(base, whole, writer).map(|_| ())
-    };
-    let restored = restoring.join().unwrap_or_else(|_| {
-        Err(Error::MigrationBase(std::io::Error::other(
-            "the restore panicked",
-        )))
-    });
-    match (merged, restored) {
-        // The restore stopped reading (it refused the state): its reason.
-        (Err(m::MergeError::Write(_)), Err(refused)) => Err(refused),
-        (Err(e), _) => Err(Error::Merge(e)),
-        (Ok(()), restored) => restored,
-    }
+    // Waits for the restore ahead if it is still filling buffers: what it
+    // filled need not come again.
+    let prepared = preparing.and_then(super::ahead::Preparing::finish);
+    let input = std::io::BufReader::with_capacity(1 << 20, whole);
+    super::adopt::restore_incremental(vgpu, input, (id, base), prepared)
 }
 
 fn read_up_to<R: Read>(input: &mut R, buf: &mut [u8]) -> Result<usize, Error> {

@@ -14,12 +14,16 @@ use vgpu_migration as m;
 use crate::executor::SnapshotError;
 use crate::vgpu::Vgpu;
 
+mod adopt;
+mod ahead;
 mod base;
 mod byte_queue;
 mod capture;
+mod follow;
 mod live;
 mod load;
 mod migration;
+mod objects_first;
 mod precopy;
 mod rehome;
 mod sessions;
@@ -98,6 +102,15 @@ pub enum Error {
     MigrationBase(#[source] std::io::Error),
     #[error("cannot merge the incoming vGPU with the migration base")]
     Merge(#[source] m::MergeError),
+    #[error("the whole checkpoint has no identity an incremental one could refer to")]
+    NoIdentity,
+    #[error("the incoming vGPU names {expected} bytes for buffer {buffer} of session {session} from the migration base; {found} came")]
+    BaseContents {
+        session: u64,
+        buffer: u64,
+        expected: u64,
+        found: u64,
+    },
 }
 
 /// Hears of every chunk a long save writes.

@@ -1,22 +1,23 @@
 //! Pre-copy of a vGPU through its front-end's migration stream.
 //!
-//! Source ([`Outgoing`]): while the VM runs, a whole checkpoint is taken
-//! live (buffers copied in rounds, a short pause for the objects and what
-//! was written since its copy) and handed out a slice at a time, for QEMU
-//! to send in its iterative sections. Once it was all sent, the vGPU's
+//! Source ([`Outgoing`]): while the VM runs, the objects go first
+//! (`objects_first`), then a whole checkpoint is taken live (buffers
+//! copied in rounds, a short pause for the objects and what was written
+//! since its copy) and handed out a slice at a time, for QEMU to send in
+//! its iterative sections. Once it was all sent, the vGPU's
 //! migration base is that checkpoint: the device state QEMU asks for at
 //! the stop (`SET_DEVICE_STATE_FD`) is then an incremental one, the
 //! objects and only the buffers written since their copy.
 //!
-//! Destination ([`Incoming`]): the slices are kept in a memory file; once
-//! complete it becomes the migration base an incoming incremental stream is
-//! merged with (`restore_migration`).
+//! Destination ([`Incoming`]): the slices are kept in a memory file and
+//! restored ahead as they arrive; once complete it becomes the migration
+//! base an incoming incremental stream refers to (`restore_migration`),
+//! and what was restored ahead is adopted at the stop.
 //!
 //! Dropping either side before it completed changes nothing of the vGPU:
 //! the source guest never stopped, and its migration base is what it was.
 
 use std::io::{Seek, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -24,9 +25,12 @@ use std::time::Duration;
 
 use vgpu_migration as m;
 
+use super::ahead::Preparing;
 use super::base::CheckpointBase;
 use super::byte_queue::{ByteQueue, QueueWriter, Taken};
+use super::follow::{memory_file, Growth};
 use super::live::{capture, precopy, session_states, write, LiveOptions};
+use super::objects_first::{build_ahead, Opening, OpeningError};
 use super::{Error, Incremental};
 use crate::vgpu::{lock_within, Vgpu};
 
@@ -59,6 +63,8 @@ pub enum PrecopyError {
     NoIdentity,
     #[error("cannot start the pre-copy thread")]
     Thread(#[source] std::io::Error),
+    #[error(transparent)]
+    Opening(#[from] OpeningError),
 }
 
 /// The checkpoint being sent, once captured: from then on the buffers
@@ -303,6 +309,14 @@ fn produce(
     expected: &AtomicU64,
     captured_base: &Captured,
 ) -> Result<u32, Error> {
+    // The objects first, for the destination to build its programs
+    // while the buffers are copied and sent.
+    let (objects, _) = super::capture::quiesced(vgpu, |q, _| Ok(q.state))?;
+    let opening = super::objects_first::encode(&objects);
+    let opened = opening.len() as u64;
+    QueueWriter(queue.clone())
+        .write_all(&opening)
+        .map_err(|e| Error::Write(m::WriteError::Io(e)))?;
     let (staging, rounds, _) = precopy(vgpu, options, None, None)?;
     let (captured, _) = capture(vgpu, staging)?;
     // Kept in `captured` too: the stream opens with its identity.
@@ -319,9 +333,9 @@ fn produce(
             super::live::Content::Base(_) => 0,
         })
         .sum();
-    expected.store(buffers + FRAMING_ESTIMATE, Ordering::Relaxed);
+    expected.store(opened + buffers + FRAMING_ESTIMATE, Ordering::Relaxed);
     let (_, summary) = write(&captured, QueueWriter(queue.clone()), None, None)?;
-    expected.store(summary.stream_bytes, Ordering::Relaxed);
+    expected.store(opened + summary.stream_bytes, Ordering::Relaxed);
     Ok(rounds)
 }
 
@@ -348,45 +362,54 @@ fn changed_bytes(vgpu: &Arc<Vgpu>, base: Option<&CheckpointBase>) -> Option<u64>
     Some(total)
 }
 
-/// The destination side: the whole checkpoint as it arrives.
+/// The destination side: the whole checkpoint as it arrives, restored
+/// ahead as it does (see `ahead`).
 pub struct Incoming {
     vgpu: Arc<Vgpu>,
     file: std::fs::File,
+    /// Bytes handed over, and those of the stream kept.
     received: u64,
-    /// Whether the objects are being built ahead already.
-    building: bool,
+    kept: u64,
+    growth: Arc<Growth>,
+    /// `None` if no thread could be started: the stop restores it all.
+    preparing: Option<Preparing>,
+    /// The objects sent ahead of the stream.
+    opening: Opening,
 }
 
 impl Incoming {
     pub fn new(vgpu: Arc<Vgpu>) -> Result<Incoming, PrecopyError> {
-        // SAFETY: a constant, NUL-terminated name; flags valid for
-        // memfd_create.
-        let fd = unsafe { libc::memfd_create(c"vgpu-precopy".as_ptr(), libc::MFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(PrecopyError::Keep(std::io::Error::last_os_error()));
-        }
-        // SAFETY: memfd_create returned a new descriptor that nothing
-        // else owns.
-        let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        let file = memory_file(c"vgpu-precopy").map_err(PrecopyError::Keep)?;
+        let growth = Arc::new(Growth::default());
+        let preparing = file
+            .try_clone()
+            .and_then(|file| Preparing::start(vgpu.clone(), file, growth.clone()))
+            .inspect_err(|e| log::info!("pre-copy: cannot restore the incoming vGPU ahead: {e}"))
+            .ok();
         Ok(Incoming {
             vgpu,
             file,
             received: 0,
-            building: false,
+            kept: 0,
+            growth,
+            preparing,
+            opening: Opening::default(),
         })
     }
 
-    /// Keeps `bytes`; once the state (it comes first, before the buffers)
-    /// has arrived whole, starts building its objects ahead.
+    /// Keeps `bytes`, for the restore ahead to read as they come; builds
+    /// the objects sent first once they arrived.
     pub fn append(&mut self, bytes: &[u8]) -> Result<(), PrecopyError> {
-        self.file.write_all(bytes).map_err(PrecopyError::Keep)?;
-        self.received += bytes.len() as u64;
-        if !self.building {
-            if let Some(state) = state_so_far(&self.file) {
-                self.building = true;
-                build_ahead(self.vgpu.clone(), state);
-            }
+        let (stream, objects) = self.opening.take(bytes)?;
+        match objects {
+            Some(Ok(state)) => build_ahead(self.vgpu.clone(), state),
+            Some(Err(why)) => log::info!("pre-copy: the objects sent first are not usable: {why}"),
+            None => {}
         }
+        self.file.write_all(&stream).map_err(PrecopyError::Keep)?;
+        self.kept += stream.len() as u64;
+        self.received += bytes.len() as u64;
+        self.growth.grew(self.kept);
         Ok(())
     }
 
@@ -395,8 +418,11 @@ impl Incoming {
     }
 
     /// The stream is complete: the vGPU's incoming device state may refer
-    /// to it. Only its opening is checked here; the merge checks the rest.
+    /// to it, and to what was restored ahead of it. Only its opening is
+    /// checked here; the restore ahead and the one at the stop check the
+    /// rest.
     pub fn keep(mut self) -> Result<u64, PrecopyError> {
+        self.growth.complete();
         self.file.rewind().map_err(PrecopyError::Keep)?;
         let id = m::stream::base_id(&mut self.file)
             .map_err(PrecopyError::NotWhole)?
@@ -404,77 +430,15 @@ impl Incoming {
         log::info!(
             "pre-copy: kept the incoming whole checkpoint {:032x} ({} bytes)",
             id.0,
-            self.received
+            self.kept
         );
-        self.vgpu
+        let mut base = self
+            .vgpu
             .migration_base
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .incoming = Some((id, self.file));
+            .unwrap_or_else(|e| e.into_inner());
+        base.incoming = Some((id, self.file));
+        base.prepared = self.preparing.take();
         Ok(self.received)
-    }
-}
-
-/// The state at the head of a stream still arriving, once it is whole.
-/// Read at its own offset: appends go on at the file's.
-fn state_so_far(file: &std::fs::File) -> Option<m::VgpuState> {
-    let file = file.try_clone().ok()?;
-    let mut reader = m::StreamReader::new(ReadAt { file, at: 0 }).ok()?;
-    loop {
-        match reader.next_item() {
-            Ok(Some(m::Item::State(state))) => return Some(*state),
-            Ok(Some(_)) => continue,
-            // Not all there yet (or not a stream: the merge will say).
-            Ok(None) | Err(_) => return None,
-        }
-    }
-}
-
-/// Builds the objects of `state` on the vGPU's devices, on a thread of
-/// its own, and drops them: the drivers keep what they compiled in their
-/// caches (PoCL's `POCL_CACHE_DIR`, CUDA's `CUDA_CACHE_PATH`, private to
-/// this worker), so the restore at the stop finds its programs built.
-fn build_ahead(vgpu: Arc<Vgpu>, state: m::VgpuState) {
-    let build = move || -> Result<usize, Error> {
-        let executors = vgpu.executors();
-        let sessions: Vec<m::LatestSession> = state
-            .latest()
-            .sessions
-            .into_iter()
-            .map(m::SessionState::latest)
-            .collect();
-        for session in &sessions {
-            drop(super::rebuild_session(&executors, session)?);
-        }
-        Ok(sessions.len())
-    };
-    let spawned = std::thread::Builder::new()
-        .name("vgpu-prebuild".into())
-        .spawn(move || match build() {
-            Ok(sessions) => log::info!(
-                "pre-copy: built the incoming vGPU's {sessions} session(s) ahead of the stop"
-            ),
-            // The restore at the stop builds (and reports) them anyway.
-            Err(e) => log::info!(
-                "pre-copy: cannot build the incoming vGPU ahead of the stop: {}",
-                crate::startup::error_chain(&e)
-            ),
-        });
-    if let Err(e) = spawned {
-        log::info!("pre-copy: no thread to build the incoming vGPU ahead: {e}");
-    }
-}
-
-/// Reads a file from its own offset (`pread`), whatever its shared one.
-struct ReadAt {
-    file: std::fs::File,
-    at: u64,
-}
-
-impl std::io::Read for ReadAt {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = std::os::unix::fs::FileExt::read_at(&self.file, buf, self.at)?;
-        self.at += n as u64;
-        Ok(n)
     }
 }

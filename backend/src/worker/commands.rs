@@ -144,6 +144,7 @@ pub fn run(
                 .unwrap_or_else(|e| e.into_inner());
             base.outgoing = outgoing;
             base.incoming = Some((id, file));
+            base.prepared = None;
             Ok(to_line(&reply))
         }
         ["pause"] => {

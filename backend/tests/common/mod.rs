@@ -13,6 +13,7 @@ use vgpu_transport::loopback::{Loopback, LoopbackConfig, LoopbackDevice};
 use vgpu_transport::vring::DescSpec;
 use vgpu_transport::Client;
 
+pub mod precopy;
 pub mod req;
 
 /// `vgpu-backend` running on a socket in a temporary directory.

@@ -1,6 +1,7 @@
 //! The OpenCL executor: runs every call on a real OpenCL device through the
 //! ICD loader (PoCL on CPUs, NVIDIA OpenCL on GPUs).
 
+mod adopt;
 mod arg_probe;
 mod args;
 mod bounce;
@@ -241,17 +242,41 @@ impl Executor for OpenClExecutor {
         &self,
         state: &vgpu_migration::ExecutorState,
     ) -> Result<super::RestoredSession, super::SnapshotError> {
-        let vgpu_migration::ExecutorState::OpenCl(state) = state else {
-            return Err(super::SnapshotError::WrongKind {
-                given: state.kind(),
-                here: vgpu_migration::ExecutorKind::OpenCl,
-            });
-        };
         let session = self.new_session();
-        session.restore_session(state.newest(), &self.identity())
+        Ok(session
+            .restore_objects(opencl_part(state)?.newest(), &self.identity(), None)?
+            .0)
+    }
+
+    fn prepare_session(
+        &self,
+        state: &vgpu_migration::ExecutorState,
+    ) -> Result<super::PreparedSession, super::SnapshotError> {
+        self.prepare(opencl_part(state)?.newest())
+    }
+
+    fn adopt_session(
+        &self,
+        state: &vgpu_migration::ExecutorState,
+        ahead: super::PreparedSession,
+    ) -> Result<super::AdoptedSession, super::SnapshotError> {
+        self.adopt(opencl_part(state)?.newest(), ahead)
     }
 
     fn open_session(&self) -> Box<dyn ExecSession> {
         Box::new(self.new_session())
+    }
+}
+
+/// The OpenCL part of a session, or why it is not one.
+fn opencl_part(
+    state: &vgpu_migration::ExecutorState,
+) -> Result<&vgpu_migration::OpenClState, super::SnapshotError> {
+    match state {
+        vgpu_migration::ExecutorState::OpenCl(state) => Ok(state),
+        other => Err(super::SnapshotError::WrongKind {
+            given: other.kind(),
+            here: vgpu_migration::ExecutorKind::OpenCl,
+        }),
     }
 }

@@ -414,12 +414,15 @@ impl OpenClSession {
     }
 
     /// Builds a session from its saved state on this device; buffer contents
-    /// arrive afterwards through the returned sinks.
-    pub(super) fn restore_session(
+    /// arrive afterwards through the returned sinks. Contexts and buffers
+    /// that `ahead` has the same are taken from it instead of created.
+    /// Also answers what it built, by the state's ids.
+    pub(super) fn restore_objects(
         mut self,
         saved: &m::OpenClStateV1,
         device: &m::DeviceIdentity,
-    ) -> Result<RestoredSession, SnapshotError> {
+        mut ahead: Option<&mut super::adopt::Ahead>,
+    ) -> Result<(RestoredSession, super::adopt::Built), SnapshotError> {
         let images = &saved.images;
         let topology = &saved.devices;
         let fail = |what: &str, id: u64| {
@@ -434,13 +437,18 @@ impl OpenClSession {
                 .into_iter()
                 .map(|d| self.restored_device(&subs, d))
                 .collect::<Result<Vec<_>, _>>()?;
-            contexts.insert(
-                c.id,
-                Arc::new(
+            let placed = topology.context_devices(c.id);
+            let prepared = ahead
+                .as_deref_mut()
+                .and_then(|a| a.context(c.id, &c.properties, &placed));
+            let context = match prepared {
+                Some(context) => context,
+                None => Arc::new(
                     self.new_context(&c.properties, devices)
                         .map_err(fail("context", c.id))?,
                 ),
-            );
+            };
+            contexts.insert(c.id, context);
         }
         let context = |id: u64| {
             contexts.get(&id).cloned().ok_or(SnapshotError::Dangling {
@@ -451,6 +459,14 @@ impl OpenClSession {
 
         let mut mems: HashMap<u64, Arc<HostMem>> = HashMap::new();
         for b in &saved.buffers {
+            let prepared = match ahead.as_deref_mut() {
+                Some(a) if b.parent.is_none() => a.buffer(b, &context(b.context)?),
+                _ => None,
+            };
+            if let Some(mem) = prepared {
+                mems.insert(b.id, mem);
+                continue;
+            }
             let mem = match &b.parent {
                 None => self.new_buffer(context(b.context)?, b.flags, b.size, None),
                 Some(sub) => {
@@ -633,10 +649,13 @@ impl OpenClSession {
                 Box::new(super::image::ImageContents::new(mem, queue)),
             );
         }
-        Ok(RestoredSession {
-            session: Box::new(self),
-            sinks,
-        })
+        Ok((
+            RestoredSession {
+                session: Box::new(self),
+                sinks,
+            },
+            super::adopt::Built { contexts, mems },
+        ))
     }
 
     fn restore_program(

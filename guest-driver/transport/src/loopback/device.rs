@@ -428,8 +428,12 @@ fn negotiate(frontend: &mut Frontend, wanted: u64) -> io::Result<(u64, VhostUser
     let protocol_offered = frontend
         .get_protocol_features()
         .map_err(step_failed("GET_PROTOCOL_FEATURES"))?;
-    let protocol =
-        protocol_offered & (VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::REPLY_ACK);
+    // DEVICE_STATE: a test may move the vGPU's state as QEMU's migration
+    // does (`frontend().set_device_state_fd`).
+    let protocol = protocol_offered
+        & (VhostUserProtocolFeatures::MQ
+            | VhostUserProtocolFeatures::REPLY_ACK
+            | VhostUserProtocolFeatures::DEVICE_STATE);
     frontend
         .set_protocol_features(protocol)
         .map_err(step_failed("SET_PROTOCOL_FEATURES"))?;

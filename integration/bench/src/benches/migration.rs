@@ -277,6 +277,13 @@ pub(super) fn migrate(
         ))
     })?;
     let (precopy_bytes, rounds) = precopied(&source_backend.log()).unwrap_or((0, 0));
+    // Where the destination's load went: what it restored ahead of the
+    // stop, and what the stop adopted, read from the base or received.
+    for line in dest_backend.log().lines().filter(|l| {
+        l.contains("persist::ahead") || l.contains("persist::adopt") || l.contains("device state:")
+    }) {
+        eprintln!("vgpu-bench: destination: {line}");
+    }
     // The program runs on at the destination, on the other device.
     if !dest.wait_for_console("PROGRESS ", STEP_TIMEOUT) {
         return Err(failed(
