@@ -33,6 +33,8 @@
 #include <linux/delay.h>
 #include <linux/mutex.h>
 #include <linux/sched/signal.h>
+#include <linux/sched/stat.h>
+#include <linux/sched/clock.h>
 #include "vgpu_uapi.h"
 
 #define VGPU_CHUNK (128u << 10)	/* kernel copies of request/reply, per sg entry */
@@ -41,6 +43,24 @@
 #define VGPU_RELEASE_WAIT (10 * HZ)	/* close: in-flight requests */
 #define VGPU_CLOSE_WAIT (2 * HZ)	/* close: CLOSE_SESSION reply */
 #define VGPU_RAW_POLL_MS 2		/* raw_ring_test: used-ring polling */
+#define VGPU_POLL_US_DEFAULT 50		/* poll_us: see README.md for the measurement */
+#define VGPU_POLL_US_MAX 10000		/* poll_us: never a tick's worth of spinning */
+
+/*
+ * A guest thread that waits for a reply it will get in a few tens of
+ * microseconds pays more for sleeping than for looking: the interrupt
+ * (the back-end's eventfd write, its injection, the handler) and the
+ * wake-up. Looking at the used ring instead, with the queue's interrupts
+ * off, lets the back-end skip the interrupt altogether (EVENT_IDX: it
+ * signals only when the driver's used_event asks for it).
+ */
+static unsigned int poll_us = VGPU_POLL_US_DEFAULT;
+module_param(poll_us, uint, 0644);
+MODULE_PARM_DESC(poll_us,
+	"How long (microseconds) VGPU_IOC_WAIT looks at the used ring for its reply, with the queue's "
+	"interrupts off, before it sleeps until the interrupt; 0: always sleep. Looking stops early "
+	"when another task is runnable on the CPU or a signal is pending (max "
+	__stringify(VGPU_POLL_US_MAX) ")");
 
 static bool raw_ring_test;
 module_param(raw_ring_test, bool, 0644);
@@ -72,6 +92,7 @@ struct vgpu_dev {
 	wait_queue_head_t wq;	/* completions and ring space */
 	unsigned long completions;
 	bool broken, indirect;
+	unsigned int pollers;	/* under vq_lock: WAITs polling the used ring */
 	bool raw;		/* under vq_lock: VGPU_IOC_RAW_RING took the submit ring */
 	struct mutex raw_lock;	/* one VGPU_IOC_RAW_RING at a time */
 	void *raw_scratch;	/* VGPU_RAW_SCRATCH_LEN bytes, freed with the device */
@@ -253,11 +274,47 @@ static void vgpu_reap(struct work_struct *work)
 		vgpu_req_free(r);
 }
 
+/*
+ * Takes every completed chain off the used ring (vq_lock held). Returns
+ * whether it took any; *reap says whether an orphan needs the reaper.
+ */
+static bool vgpu_collect_used(struct vgpu_dev *d, bool *reap)
+{
+	struct vgpu_req *r;
+	unsigned int len;
+	bool any = false;
+
+	while ((r = virtqueue_get_buf(d->vq, &len))) {
+		r->used_len = len;
+		smp_store_release(&r->done, true);
+		d->completions++;
+		any = true;
+		if (r->orphan) {
+			list_add_tail(&r->node, &d->orphans);
+			*reap = true;
+		}
+	}
+	return any;
+}
+
+/*
+ * Collects, then turns the queue's interrupts back on unless a WAIT is
+ * polling (vq_lock held); a chain completed in between is collected too.
+ */
+static bool vgpu_collect_and_rearm(struct vgpu_dev *d, bool *reap)
+{
+	bool any = false;
+
+	do {
+		virtqueue_disable_cb(d->vq);
+		any |= vgpu_collect_used(d, reap);
+	} while (!d->pollers && !virtqueue_enable_cb(d->vq));
+	return any;
+}
+
 static void vgpu_vq_done(struct virtqueue *vq)
 {
 	struct vgpu_dev *d = vq->vdev->priv;
-	struct vgpu_req *r;
-	unsigned int len;
 	unsigned long fl;
 	bool reap = false;
 
@@ -267,18 +324,7 @@ static void vgpu_vq_done(struct virtqueue *vq)
 		wake_up_all(&d->wq);
 		return;
 	}
-	do {
-		virtqueue_disable_cb(vq);
-		while ((r = virtqueue_get_buf(vq, &len))) {
-			r->used_len = len;
-			smp_store_release(&r->done, true);
-			d->completions++;
-			if (r->orphan) {
-				list_add_tail(&r->node, &d->orphans);
-				reap = true;
-			}
-		}
-	} while (!virtqueue_enable_cb(vq));
+	vgpu_collect_and_rearm(d, &reap);
 	spin_unlock_irqrestore(&d->vq_lock, fl);
 	if (reap)
 		schedule_work(&d->reaper);
@@ -327,6 +373,12 @@ static int vgpu_queue(struct vgpu_dev *d, struct vgpu_req *r, bool intr)
 		} else {
 			/* GFP_ATOMIC: the vq callback takes this lock in irq context */
 			err = virtqueue_add_sgs(d->vq, sgs, 1, 1, r, GFP_ATOMIC);
+			/*
+			 * virtqueue_kick: kick_prepare then notify, so with
+			 * EVENT_IDX only when the device's avail_event asks
+			 * (not while its vring thread polls). Under the lock:
+			 * vgpu_remove frees the queue once it saw d->broken.
+			 */
 			if (!err)
 				virtqueue_kick(d->vq);
 			else if (err == -ENOSPC)
@@ -471,6 +523,57 @@ static bool vgpu_ticket_ready(struct vgpu_file *f, unsigned long ticket)
 	return ready;
 }
 
+/*
+ * Bounded busy-poll: looks at the used ring for @ticket's reply for up to
+ * poll_us, with the submit queue's interrupts off while any WAIT polls.
+ * Stops early when this CPU has other runnable work (one vCPU: never
+ * spin in front of a task that could run; the reply does not need this
+ * CPU) or a signal is pending. Returns whether the reply is there.
+ */
+static bool vgpu_poll_reply(struct vgpu_file *f, unsigned long ticket)
+{
+	struct vgpu_dev *d = f->d;
+	unsigned int budget = min(READ_ONCE(poll_us), (unsigned int)VGPU_POLL_US_MAX);
+	bool ready = false, reap = false, any = false;
+	unsigned long fl;
+	u64 end;
+
+	if (!budget)
+		return false;
+	spin_lock_irqsave(&d->vq_lock, fl);
+	if (d->broken || d->raw) {
+		spin_unlock_irqrestore(&d->vq_lock, fl);
+		return false;
+	}
+	if (!d->pollers++)
+		virtqueue_disable_cb(d->vq);
+	spin_unlock_irqrestore(&d->vq_lock, fl);
+
+	end = local_clock() + (u64)budget * NSEC_PER_USEC;
+	for (;;) {
+		spin_lock_irqsave(&d->vq_lock, fl);
+		if (!d->broken && !d->raw)	/* raw: the ring is not ours */
+			any |= vgpu_collect_used(d, &reap);
+		spin_unlock_irqrestore(&d->vq_lock, fl);
+		ready = vgpu_ticket_ready(f, ticket);
+		if (ready || READ_ONCE(d->broken) || need_resched() ||
+		    !single_task_running() || signal_pending(current) ||
+		    local_clock() >= end)
+			break;
+		cpu_relax();
+	}
+
+	spin_lock_irqsave(&d->vq_lock, fl);
+	if (!--d->pollers && !d->broken && !d->raw)
+		any |= vgpu_collect_and_rearm(d, &reap);
+	spin_unlock_irqrestore(&d->vq_lock, fl);
+	if (reap)
+		schedule_work(&d->reaper);
+	if (any)	/* others' replies too, and ring space for SUBMIT */
+		wake_up_all(&d->wq);
+	return ready || vgpu_ticket_ready(f, ticket);
+}
+
 static long vgpu_wait(struct vgpu_file *f, struct vgpu_wait __user *arg)
 {
 	struct vgpu_wait w;
@@ -485,7 +588,11 @@ static long vgpu_wait(struct vgpu_file *f, struct vgpu_wait __user *arg)
 		return -EINVAL;
 	t = w.timeout_ms < 0 ? MAX_SCHEDULE_TIMEOUT :
 	    (long)msecs_to_jiffies(min_t(s64, w.timeout_ms, UINT_MAX));
-	t = wait_event_interruptible_timeout(f->d->wq, vgpu_ticket_ready(f, w.ticket), t);
+	if (w.timeout_ms && vgpu_poll_reply(f, w.ticket))	/* 0: a look, no wait */
+		t = 1;
+	else
+		t = wait_event_interruptible_timeout(f->d->wq,
+						     vgpu_ticket_ready(f, w.ticket), t);
 	if (t < 0)
 		return -EINTR;
 	if (t == 0)
@@ -851,8 +958,9 @@ static int vgpu_probe(struct virtio_device *vdev)
 	err = misc_register(&d->misc);
 	if (err)
 		goto out_reset;
-	dev_info(&vdev->dev, "/dev/%s: submit ring %u, indirect %d\n", d->name,
-		 virtqueue_get_vring_size(d->vq), d->indirect);
+	dev_info(&vdev->dev, "/dev/%s: submit ring %u, indirect %d, event_idx %d\n",
+		 d->name, virtqueue_get_vring_size(d->vq), d->indirect,
+		 virtio_has_feature(vdev, VIRTIO_RING_F_EVENT_IDX));
 	return 0;
 
 out_reset:
