@@ -45,6 +45,7 @@
 #define VGPU_RAW_POLL_MS 2		/* raw_ring_test: used-ring polling */
 #define VGPU_POLL_US_DEFAULT 50		/* poll_us: see README.md for the measurement */
 #define VGPU_POLL_US_MAX 10000		/* poll_us: never a tick's worth of spinning */
+#define VGPU_SPARE_CHUNKS 4		/* largest buffer a file keeps for reuse (512 KiB) */
 
 /*
  * A guest thread that waits for a reply it will get in a few tens of
@@ -69,9 +70,13 @@ MODULE_PARM_DESC(raw_ring_test,
 	"its first use breaks the device for the rest of the boot (SUBMIT fails with EIO)");
 
 struct vgpu_buf {		/* a kernel buffer in physically contiguous chunks */
-	u32 len, n;
+	u32 len, n;		/* bytes and chunks in use */
+	u32 n_alloc;		/* chunks allocated (>= n once reused) */
+	bool whole;		/* every chunk is VGPU_CHUNK bytes: reusable */
 	void **chunk;
 };
+
+enum { VGPU_REQ_BUF, VGPU_REPLY_BUF };
 
 struct vgpu_req {
 	struct list_head node;	/* on vgpu_dev.orphans once its file is gone */
@@ -81,6 +86,7 @@ struct vgpu_req {
 	struct scatterlist *sg, *sg_in;	/* [request][out pages] [reply][in pages] */
 	unsigned int used_len;
 	bool done;		/* set once by the vq callback (release/acquire) */
+	bool kicked;		/* the device asked for a kick: its vring thread slept */
 	bool orphan;		/* under vq_lock: the reaper frees it when done */
 };
 
@@ -109,6 +115,14 @@ struct vgpu_file {
 	struct xarray reqs;	/* ticket -> vgpu_req */
 	u32 next_ticket;
 	atomic_t pending;
+	/*
+	 * A spare request and reply buffer, reused by the next call: every
+	 * call used to allocate and zero its reply room (256 KiB for a
+	 * synchronous call), which cost more than the round trip itself.
+	 * They only ever hold this session's own bytes.
+	 */
+	spinlock_t spare_lock;
+	struct vgpu_buf spare[2];	/* under spare_lock; chunk NULL: none */
 };
 
 static DEFINE_IDA(vgpu_ida);
@@ -119,18 +133,20 @@ static u32 vgpu_chunk_len(const struct vgpu_buf *b, u32 i)
 	return min(VGPU_CHUNK, b->len - i * VGPU_CHUNK);
 }
 
-static int vgpu_buf_alloc(struct vgpu_buf *b, u32 len)
+/* @whole: full-sized chunks, so that the buffer can be reused */
+static int vgpu_buf_alloc(struct vgpu_buf *b, u32 len, bool whole)
 {
 	u32 i;
 
 	b->len = len;
-	b->n = DIV_ROUND_UP(len, VGPU_CHUNK);
+	b->n = b->n_alloc = DIV_ROUND_UP(len, VGPU_CHUNK);
+	b->whole = whole;
 	b->chunk = kcalloc(b->n, sizeof(void *), GFP_KERNEL);
 	if (!b->chunk)
 		return -ENOMEM;
 	for (i = 0; i < b->n; i++) {
 		/* zeroed: never hand stale kernel memory to user space */
-		b->chunk[i] = kzalloc(vgpu_chunk_len(b, i), GFP_KERNEL);
+		b->chunk[i] = kzalloc(whole ? VGPU_CHUNK : vgpu_chunk_len(b, i), GFP_KERNEL);
 		if (!b->chunk[i])
 			return -ENOMEM;
 	}
@@ -141,9 +157,47 @@ static void vgpu_buf_free(struct vgpu_buf *b)
 {
 	u32 i;
 
-	for (i = 0; b->chunk && i < b->n; i++)
+	for (i = 0; b->chunk && i < b->n_alloc; i++)
 		kfree(b->chunk[i]);
 	kfree(b->chunk);
+	b->chunk = NULL;
+}
+
+/* A buffer of @len bytes for @f: its spare one when large enough. */
+static int vgpu_buf_get(struct vgpu_file *f, int which, struct vgpu_buf *b, u32 len)
+{
+	u32 n = DIV_ROUND_UP(len, VGPU_CHUNK);
+	struct vgpu_buf *spare = &f->spare[which];
+
+	spin_lock(&f->spare_lock);
+	if (spare->chunk && spare->n_alloc >= n) {
+		*b = *spare;
+		spare->chunk = NULL;
+	}
+	spin_unlock(&f->spare_lock);
+	if (!b->chunk)
+		return vgpu_buf_alloc(b, len, n <= VGPU_SPARE_CHUNKS);
+	b->len = len;
+	b->n = n;
+	return 0;
+}
+
+/* Keeps @b as @f's spare if it is reusable and larger than the spare. */
+static void vgpu_buf_put(struct vgpu_file *f, int which, struct vgpu_buf *b)
+{
+	struct vgpu_buf *spare = &f->spare[which], old = { .chunk = NULL };
+
+	if (b->chunk && b->whole && b->n_alloc <= VGPU_SPARE_CHUNKS) {
+		spin_lock(&f->spare_lock);
+		if (!spare->chunk || spare->n_alloc < b->n_alloc) {
+			old = *spare;
+			*spare = *b;
+			b->chunk = NULL;
+		}
+		spin_unlock(&f->spare_lock);
+	}
+	vgpu_buf_free(&old);
+	vgpu_buf_free(b);
 }
 
 static int vgpu_buf_copy(struct vgpu_buf *b, void __user *u, u32 len, bool to_user)
@@ -159,15 +213,23 @@ static int vgpu_buf_copy(struct vgpu_buf *b, void __user *u, u32 len, bool to_us
 	return 0;
 }
 
-static struct vgpu_req *vgpu_req_alloc(u32 req_len, u32 reply_cap,
+/* @f: take the buffers from its spares (NULL: fresh, exact-sized ones) */
+static struct vgpu_req *vgpu_req_alloc(struct vgpu_file *f, u32 req_len, u32 reply_cap,
 				       unsigned long npages[2])
 {
 	struct vgpu_req *r = kzalloc(sizeof(*r), GFP_KERNEL);
 	unsigned long nsg;
+	int err;
 
 	if (!r)
 		return NULL;
-	if (vgpu_buf_alloc(&r->req, req_len) || vgpu_buf_alloc(&r->reply, reply_cap))
+	if (f)
+		err = vgpu_buf_get(f, VGPU_REQ_BUF, &r->req, req_len) ?:
+		      vgpu_buf_get(f, VGPU_REPLY_BUF, &r->reply, reply_cap);
+	else
+		err = vgpu_buf_alloc(&r->req, req_len, false) ?:
+		      vgpu_buf_alloc(&r->reply, reply_cap, false);
+	if (err)
 		goto fail;
 	if (npages[0] + npages[1]) {
 		r->pages = kvmalloc_array(npages[0] + npages[1], sizeof(*r->pages),
@@ -191,7 +253,8 @@ fail:
 	return NULL;
 }
 
-static void vgpu_req_free(struct vgpu_req *r)
+/* @f: offer the buffers to its spares (NULL: free them) */
+static void vgpu_req_free_into(struct vgpu_file *f, struct vgpu_req *r)
 {
 	if (r->n_out)
 		unpin_user_pages(r->pages, r->n_out);
@@ -199,9 +262,19 @@ static void vgpu_req_free(struct vgpu_req *r)
 		unpin_user_pages_dirty_lock(r->pages + r->n_out, r->n_in, true);
 	kvfree(r->pages);
 	kvfree(r->sg);
-	vgpu_buf_free(&r->req);
-	vgpu_buf_free(&r->reply);
+	if (f) {
+		vgpu_buf_put(f, VGPU_REQ_BUF, &r->req);
+		vgpu_buf_put(f, VGPU_REPLY_BUF, &r->reply);
+	} else {
+		vgpu_buf_free(&r->req);
+		vgpu_buf_free(&r->reply);
+	}
 	kfree(r);
+}
+
+static void vgpu_req_free(struct vgpu_req *r)
+{
+	vgpu_req_free_into(NULL, r);
 }
 
 /* Pin the pages of @n segments; *pinned counts what must be unpinned. */
@@ -374,13 +447,15 @@ static int vgpu_queue(struct vgpu_dev *d, struct vgpu_req *r, bool intr)
 			/* GFP_ATOMIC: the vq callback takes this lock in irq context */
 			err = virtqueue_add_sgs(d->vq, sgs, 1, 1, r, GFP_ATOMIC);
 			/*
-			 * virtqueue_kick: kick_prepare then notify, so with
-			 * EVENT_IDX only when the device's avail_event asks
-			 * (not while its vring thread polls). Under the lock:
-			 * vgpu_remove frees the queue once it saw d->broken.
+			 * With EVENT_IDX only when the device's avail_event asks
+			 * (not while its vring thread polls); WAIT's busy-poll
+			 * needs to know which. Under the lock: vgpu_remove frees
+			 * the queue once it saw d->broken.
 			 */
-			if (!err)
-				virtqueue_kick(d->vq);
+			if (!err && virtqueue_kick_prepare(d->vq)) {
+				WRITE_ONCE(r->kicked, true);
+				virtqueue_notify(d->vq);
+			}
 			else if (err == -ENOSPC)
 				empty = d->vq->num_free == virtqueue_get_vring_size(d->vq);
 		}
@@ -455,7 +530,7 @@ static long vgpu_submit(struct vgpu_file *f, struct vgpu_submit __user *arg)
 		err = -EBUSY;
 		goto out_pending;
 	}
-	r = vgpu_req_alloc(s.request_len, s.reply_capacity, npages);
+	r = vgpu_req_alloc(f, s.request_len, s.reply_capacity, npages);
 	if (!r) {
 		err = -ENOMEM;
 		goto out_pending;
@@ -503,7 +578,7 @@ static long vgpu_submit(struct vgpu_file *f, struct vgpu_submit __user *arg)
 	return 0;
 
 out_req:
-	vgpu_req_free(r);
+	vgpu_req_free_into(f, r);
 out_pending:
 	atomic_dec(&f->pending);
 out_segs:
@@ -524,6 +599,25 @@ static bool vgpu_ticket_ready(struct vgpu_file *f, unsigned long ticket)
 }
 
 /*
+ * Whether WAIT may spin for @ticket: only if its submission had to kick
+ * the device. A device that needed no kick has a thread polling the ring
+ * already, and one spinning thread per VM is the most a small host can
+ * take: a vCPU spinning on the core the back-end's thread yields to
+ * delays the very reply it waits for (measured: README.md).
+ */
+static bool vgpu_may_poll(struct vgpu_file *f, unsigned long ticket)
+{
+	struct vgpu_req *r;
+	bool kicked;
+
+	xa_lock(&f->reqs);
+	r = xa_load(&f->reqs, ticket);
+	kicked = r && READ_ONCE(r->kicked);
+	xa_unlock(&f->reqs);
+	return kicked;
+}
+
+/*
  * Bounded busy-poll: looks at the used ring for @ticket's reply for up to
  * poll_us, with the submit queue's interrupts off while any WAIT polls.
  * Stops early when this CPU has other runnable work (one vCPU: never
@@ -538,7 +632,7 @@ static bool vgpu_poll_reply(struct vgpu_file *f, unsigned long ticket)
 	unsigned long fl;
 	u64 end;
 
-	if (!budget)
+	if (!budget || !vgpu_may_poll(f, ticket))
 		return false;
 	spin_lock_irqsave(&d->vq_lock, fl);
 	if (d->broken || d->raw) {
@@ -616,7 +710,7 @@ static long vgpu_wait(struct vgpu_file *f, struct vgpu_wait __user *arg)
 		err = -EFAULT;
 	if (put_user(n, &arg->reply_len) && !err)
 		err = -EFAULT;
-	vgpu_req_free(r);
+	vgpu_req_free_into(f, r);
 	return err;
 }
 
@@ -791,6 +885,7 @@ static int vgpu_open(struct inode *inode, struct file *filp)
 	f->d = d;
 	f->session = atomic64_inc_return(&vgpu_sessions);
 	xa_init_flags(&f->reqs, XA_FLAGS_ALLOC1);
+	spin_lock_init(&f->spare_lock);
 	kref_get(&d->ref);
 	filp->private_data = f;
 	return stream_open(inode, filp);
@@ -805,7 +900,7 @@ static void vgpu_close_session(struct vgpu_dev *d, u64 session)
 
 	if (READ_ONCE(d->broken) || READ_ONCE(d->raw))
 		return;
-	r = vgpu_req_alloc(VGPU_BATCH_HEADER_SIZE + VGPU_MSG_HEADER_SIZE, 64, npages);
+	r = vgpu_req_alloc(NULL, VGPU_BATCH_HEADER_SIZE + VGPU_MSG_HEADER_SIZE, 64, npages);
 	if (!r)
 		return;
 	h = r->req.chunk[0];
@@ -863,6 +958,8 @@ static int vgpu_release(struct inode *inode, struct file *filp)
 			vgpu_req_free(r);
 	}
 	xa_destroy(&f->reqs);
+	vgpu_buf_free(&f->spare[VGPU_REQ_BUF]);
+	vgpu_buf_free(&f->spare[VGPU_REPLY_BUF]);
 	vgpu_close_session(d, f->session);
 	kref_put(&d->ref, vgpu_dev_free);
 	kfree(f);
