@@ -5,10 +5,13 @@
  * "N passed, N failed". Exit status 0 when nothing failed.
  *
  * As root it also runs PING round trips with the WAIT's busy-poll off and
- * on (module parameter poll_us): the replies must be the same, and with
- * the poll on the submit queue must raise far fewer interrupts (EVENT_IDX:
- * the device signals only when the driver asks). It prints an INFO line
- * with the median round trip and interrupts per call for each.
+ * on (module parameter poll_us): the replies must be the same both ways,
+ * and with the poll off every round trip must have taken its interrupt.
+ * It prints an INFO line with the median round trip and the submit
+ * queue's interrupts per call for each (with the poll on, and a back-end
+ * that sleeps between requests, replies are mostly found without one:
+ * EVENT_IDX lets the device skip the interrupt the driver did not ask for;
+ * how many still come is timing, so it is not checked).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -271,10 +274,9 @@ static void check_poll(int fd, uint8_t *req, uint8_t *reply)
 		return;
 	}
 	check(write_param(POLL_PARAM, saved), "poll_us restored", NULL);
-	snprintf(d, sizeof(d), "%.2f per call off, %.2f on", irq_off, irq_on);
-	/* off: one per call; on: only a reply that beats the poll's start */
-	check(irq_off >= 0.5 && irq_on >= 0 && irq_on <= 0.25,
-	      "busy-poll spares the interrupt", d);
+	snprintf(d, sizeof(d), "%.2f per call", irq_off);
+	/* sequential calls: each completion is signalled to a sleeping WAIT */
+	check(irq_off >= 0.9, "poll_us=0: every reply comes with its interrupt", d);
 }
 
 int main(int argc, char **argv)
