@@ -46,6 +46,8 @@
 #define VGPU_POLL_US_DEFAULT 50		/* poll_us: see README.md for the measurement */
 #define VGPU_POLL_US_MAX 10000		/* poll_us: never a tick's worth of spinning */
 #define VGPU_SPARE_CHUNKS 4		/* largest buffer a file keeps for reuse (512 KiB) */
+#define VGPU_REPLY_MAGIC 0x52504756u	/* ReplyHeader (protocol/README.md): magic, */
+#define VGPU_REPLY_LEN_OFFSET 12	/* and reply_len, the bytes it wrote */
 
 /*
  * A guest thread that waits for a reply it will get in a few tens of
@@ -702,6 +704,19 @@ static long vgpu_wait(struct vgpu_file *f, struct vgpu_wait __user *arg)
 	atomic_dec(&f->pending);
 
 	n = min(r->used_len, r->reply.len);
+	/*
+	 * A chain with in pages is used up to them, so its used length covers
+	 * the whole reply room (256 KiB for a synchronous call): copy only
+	 * what the reply header says was written. Only ever shortens.
+	 */
+	if (n >= VGPU_REPLY_HEADER_SIZE) {
+		const u8 *h = r->reply.chunk[0];
+		u32 len = le32_to_cpu(*(const __le32 *)(h + VGPU_REPLY_LEN_OFFSET));
+
+		if (le32_to_cpu(*(const __le32 *)h) == VGPU_REPLY_MAGIC &&
+		    len >= VGPU_REPLY_HEADER_SIZE && len < n)
+			n = len;
+	}
 	if (!r->used_len)	/* chain refused by the device, or device gone */
 		err = -EIO;
 	else if (w.reply_capacity &&
