@@ -3,6 +3,15 @@
  * vgpu-ioctl-test [/dev/vgpu0]: feeds virtio_vgpu.ko bad input and one
  * well-formed PING batch; prints a PASS/FAIL line per check and a summary
  * "N passed, N failed". Exit status 0 when nothing failed.
+ *
+ * As root it also runs PING round trips with the WAIT's busy-poll off and
+ * on (module parameter poll_us): the replies must be the same both ways,
+ * and with the poll off every round trip must have taken its interrupt.
+ * It prints an INFO line with the median round trip and the submit
+ * queue's interrupts per call for each (with the poll on, and a back-end
+ * that sleeps between requests, replies are mostly found without one:
+ * EVENT_IDX lets the device skip the interrupt the driver did not ask for;
+ * how many still come is timing, so it is not checked).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +21,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 #include "vgpu_uapi.h"
 
@@ -19,6 +29,9 @@
 #define OP_PING 3
 #define REPLY_MAGIC 0x52504756u
 #define BAD_PTR ((uint64_t)8)	/* never mapped */
+#define POLL_PARAM "/sys/module/virtio_vgpu/parameters/poll_us"
+#define POLL_PINGS 200
+#define POLL_ON_US 10000	/* the driver's maximum: replies land inside it */
 
 static int passed, failed;
 
@@ -129,6 +142,141 @@ static void open_session(int fd, uint8_t *reply, uint32_t cap)
 	check(rc == 0 && w.reply_len >= 48 && get32(reply) == REPLY_MAGIC &&
 	      get32(reply + 8) == 1 && get32(reply + 24) == OP_OPEN_SESSION &&
 	      get32(reply + 28) == 0, "reply: OPEN_SESSION", d);
+}
+
+static long read_param(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	long v = -1;
+
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+static int write_param(const char *path, long v)
+{
+	FILE *f = fopen(path, "w");
+	int ok;
+
+	if (!f)
+		return 0;
+	ok = fprintf(f, "%ld\n", v) > 0;
+	return fclose(f) == 0 && ok;
+}
+
+/* Interrupts of the submit queue so far (/proc/interrupts, "*-submit"). */
+static long submit_irqs(void)
+{
+	FILE *f = fopen("/proc/interrupts", "r");
+	char line[1024];
+	long total = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strchr(line, ':');
+
+		if (!p || !strstr(line, "-submit"))
+			continue;
+		for (total = total < 0 ? 0 : total, p++;;) {
+			char *end;
+			long v = strtol(p, &end, 10);
+
+			if (end == p)
+				break;
+			total += v;
+			p = end;
+		}
+	}
+	fclose(f);
+	return total;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * POLL_PINGS PINGs one after the other with poll_us = @poll; every reply
+ * is checked. *irqs: the submit queue's interrupts per round trip.
+ * Returns the median round trip in microseconds, or -1.
+ */
+static double ping_series(int fd, long poll, uint8_t *req, uint8_t *reply, double *irqs)
+{
+	static double us[POLL_PINGS];
+	struct vgpu_submit s;
+	struct vgpu_wait w;
+	long before, after;
+	int i, bad = 0;
+	char what[64], d[128];
+
+	snprintf(what, sizeof(what), "poll_us=%ld: set", poll);
+	if (!write_param(POLL_PARAM, poll) || read_param(POLL_PARAM) != poll) {
+		check(0, what, strerror(errno));
+		return -1;
+	}
+	check(1, what, NULL);
+	before = submit_irqs();
+	for (i = 0; i < POLL_PINGS; i++) {
+		struct timespec t0, t1;
+
+		memset(&s, 0, sizeof(s));
+		s.request = (uintptr_t)req;
+		s.request_len = ping_batch(req, 1, 1000 + i, 4096);
+		s.reply_capacity = 4096;
+		memset(&w, 0, sizeof(w));
+		w.reply = (uintptr_t)reply; w.reply_capacity = 4096; w.timeout_ms = 20000;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		if (submit(fd, &s) == 0) {
+			w.ticket = s.ticket;
+			if (ioctl(fd, VGPU_IOC_WAIT, &w) != 0)
+				w.reply_len = 0;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		us[i] = (t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3;
+		if (w.reply_len < VGPU_REPLY_HEADER_SIZE + 24 || get32(reply) != REPLY_MAGIC ||
+		    get32(reply + 8) != 1 ||
+		    get64(reply + VGPU_REPLY_HEADER_SIZE + 8) != 1000 + (uint64_t)i)
+			bad++;
+	}
+	after = submit_irqs();
+	snprintf(what, sizeof(what), "poll_us=%ld: %d PING replies", poll, POLL_PINGS);
+	snprintf(d, sizeof(d), "%d wrong or missing", bad);
+	check(bad == 0, what, d);
+	*irqs = before < 0 || after < 0 ? -1 : (double)(after - before) / POLL_PINGS;
+	qsort(us, POLL_PINGS, sizeof(us[0]), cmp_double);
+	printf("INFO ping round trip poll_us=%ld: median %.1f us, %.2f submit interrupts per call\n",
+	       poll, us[POLL_PINGS / 2], *irqs);
+	return us[POLL_PINGS / 2];
+}
+
+/* The WAIT's busy-poll: visible, the same replies either way, and honoured. */
+static void check_poll(int fd, uint8_t *req, uint8_t *reply)
+{
+	long saved = read_param(POLL_PARAM);
+	double irq_off, irq_on;
+	char d[128];
+
+	snprintf(d, sizeof(d), "%ld", saved);
+	check(saved >= 0, "poll_us parameter readable", d);
+	if (saved < 0 || geteuid() != 0)
+		return;
+	if (ping_series(fd, 0, req, reply, &irq_off) < 0 ||
+	    ping_series(fd, POLL_ON_US, req, reply, &irq_on) < 0) {
+		write_param(POLL_PARAM, saved);
+		return;
+	}
+	check(write_param(POLL_PARAM, saved), "poll_us restored", NULL);
+	snprintf(d, sizeof(d), "%.2f per call", irq_off);
+	/* sequential calls: each completion is signalled to a sleeping WAIT */
+	check(irq_off >= 0.9, "poll_us=0: every reply comes with its interrupt", d);
 }
 
 int main(int argc, char **argv)
@@ -348,6 +496,8 @@ int main(int argc, char **argv)
 	} else {
 		check(0, "wait: short reply buffer", strerror(errno));
 	}
+
+	check_poll(fd, req, reply);
 
 	/* a pending ticket is left for close() to clean up */
 	s = base; s.request_len = ping_batch(req, 1, 9, sizeof(reply));

@@ -33,6 +33,8 @@
 #include <linux/delay.h>
 #include <linux/mutex.h>
 #include <linux/sched/signal.h>
+#include <linux/sched/stat.h>
+#include <linux/sched/clock.h>
 #include "vgpu_uapi.h"
 
 #define VGPU_CHUNK (128u << 10)	/* kernel copies of request/reply, per sg entry */
@@ -41,6 +43,27 @@
 #define VGPU_RELEASE_WAIT (10 * HZ)	/* close: in-flight requests */
 #define VGPU_CLOSE_WAIT (2 * HZ)	/* close: CLOSE_SESSION reply */
 #define VGPU_RAW_POLL_MS 2		/* raw_ring_test: used-ring polling */
+#define VGPU_POLL_US_DEFAULT 50		/* poll_us: see README.md for the measurement */
+#define VGPU_POLL_US_MAX 10000		/* poll_us: never a tick's worth of spinning */
+#define VGPU_SPARE_CHUNKS 4		/* largest buffer a file keeps for reuse (512 KiB) */
+#define VGPU_REPLY_MAGIC 0x52504756u	/* ReplyHeader (protocol/README.md): magic, */
+#define VGPU_REPLY_LEN_OFFSET 12	/* and reply_len, the bytes it wrote */
+
+/*
+ * A guest thread that waits for a reply it will get in a few tens of
+ * microseconds pays more for sleeping than for looking: the interrupt
+ * (the back-end's eventfd write, its injection, the handler) and the
+ * wake-up. Looking at the used ring instead, with the queue's interrupts
+ * off, lets the back-end skip the interrupt altogether (EVENT_IDX: it
+ * signals only when the driver's used_event asks for it).
+ */
+static unsigned int poll_us = VGPU_POLL_US_DEFAULT;
+module_param(poll_us, uint, 0644);
+MODULE_PARM_DESC(poll_us,
+	"How long (microseconds) VGPU_IOC_WAIT looks at the used ring for its reply, with the queue's "
+	"interrupts off, before it sleeps until the interrupt; 0: always sleep. Looking stops early "
+	"when another task is runnable on the CPU or a signal is pending (max "
+	__stringify(VGPU_POLL_US_MAX) ")");
 
 static bool raw_ring_test;
 module_param(raw_ring_test, bool, 0644);
@@ -49,9 +72,13 @@ MODULE_PARM_DESC(raw_ring_test,
 	"its first use breaks the device for the rest of the boot (SUBMIT fails with EIO)");
 
 struct vgpu_buf {		/* a kernel buffer in physically contiguous chunks */
-	u32 len, n;
+	u32 len, n;		/* bytes and chunks in use */
+	u32 n_alloc;		/* chunks allocated (>= n once reused) */
+	bool whole;		/* every chunk is VGPU_CHUNK bytes: reusable */
 	void **chunk;
 };
+
+enum { VGPU_REQ_BUF, VGPU_REPLY_BUF };
 
 struct vgpu_req {
 	struct list_head node;	/* on vgpu_dev.orphans once its file is gone */
@@ -61,6 +88,7 @@ struct vgpu_req {
 	struct scatterlist *sg, *sg_in;	/* [request][out pages] [reply][in pages] */
 	unsigned int used_len;
 	bool done;		/* set once by the vq callback (release/acquire) */
+	bool kicked;		/* the device asked for a kick: its vring thread slept */
 	bool orphan;		/* under vq_lock: the reaper frees it when done */
 };
 
@@ -72,6 +100,7 @@ struct vgpu_dev {
 	wait_queue_head_t wq;	/* completions and ring space */
 	unsigned long completions;
 	bool broken, indirect;
+	unsigned int pollers;	/* under vq_lock: WAITs polling the used ring */
 	bool raw;		/* under vq_lock: VGPU_IOC_RAW_RING took the submit ring */
 	struct mutex raw_lock;	/* one VGPU_IOC_RAW_RING at a time */
 	void *raw_scratch;	/* VGPU_RAW_SCRATCH_LEN bytes, freed with the device */
@@ -88,6 +117,14 @@ struct vgpu_file {
 	struct xarray reqs;	/* ticket -> vgpu_req */
 	u32 next_ticket;
 	atomic_t pending;
+	/*
+	 * A spare request and reply buffer, reused by the next call: every
+	 * call used to allocate and zero its reply room (256 KiB for a
+	 * synchronous call), which cost more than the round trip itself.
+	 * They only ever hold this session's own bytes.
+	 */
+	spinlock_t spare_lock;
+	struct vgpu_buf spare[2];	/* under spare_lock; chunk NULL: none */
 };
 
 static DEFINE_IDA(vgpu_ida);
@@ -98,18 +135,20 @@ static u32 vgpu_chunk_len(const struct vgpu_buf *b, u32 i)
 	return min(VGPU_CHUNK, b->len - i * VGPU_CHUNK);
 }
 
-static int vgpu_buf_alloc(struct vgpu_buf *b, u32 len)
+/* @whole: full-sized chunks, so that the buffer can be reused */
+static int vgpu_buf_alloc(struct vgpu_buf *b, u32 len, bool whole)
 {
 	u32 i;
 
 	b->len = len;
-	b->n = DIV_ROUND_UP(len, VGPU_CHUNK);
+	b->n = b->n_alloc = DIV_ROUND_UP(len, VGPU_CHUNK);
+	b->whole = whole;
 	b->chunk = kcalloc(b->n, sizeof(void *), GFP_KERNEL);
 	if (!b->chunk)
 		return -ENOMEM;
 	for (i = 0; i < b->n; i++) {
 		/* zeroed: never hand stale kernel memory to user space */
-		b->chunk[i] = kzalloc(vgpu_chunk_len(b, i), GFP_KERNEL);
+		b->chunk[i] = kzalloc(whole ? VGPU_CHUNK : vgpu_chunk_len(b, i), GFP_KERNEL);
 		if (!b->chunk[i])
 			return -ENOMEM;
 	}
@@ -120,9 +159,47 @@ static void vgpu_buf_free(struct vgpu_buf *b)
 {
 	u32 i;
 
-	for (i = 0; b->chunk && i < b->n; i++)
+	for (i = 0; b->chunk && i < b->n_alloc; i++)
 		kfree(b->chunk[i]);
 	kfree(b->chunk);
+	b->chunk = NULL;
+}
+
+/* A buffer of @len bytes for @f: its spare one when large enough. */
+static int vgpu_buf_get(struct vgpu_file *f, int which, struct vgpu_buf *b, u32 len)
+{
+	u32 n = DIV_ROUND_UP(len, VGPU_CHUNK);
+	struct vgpu_buf *spare = &f->spare[which];
+
+	spin_lock(&f->spare_lock);
+	if (spare->chunk && spare->n_alloc >= n) {
+		*b = *spare;
+		spare->chunk = NULL;
+	}
+	spin_unlock(&f->spare_lock);
+	if (!b->chunk)
+		return vgpu_buf_alloc(b, len, n <= VGPU_SPARE_CHUNKS);
+	b->len = len;
+	b->n = n;
+	return 0;
+}
+
+/* Keeps @b as @f's spare if it is reusable and larger than the spare. */
+static void vgpu_buf_put(struct vgpu_file *f, int which, struct vgpu_buf *b)
+{
+	struct vgpu_buf *spare = &f->spare[which], old = { .chunk = NULL };
+
+	if (b->chunk && b->whole && b->n_alloc <= VGPU_SPARE_CHUNKS) {
+		spin_lock(&f->spare_lock);
+		if (!spare->chunk || spare->n_alloc < b->n_alloc) {
+			old = *spare;
+			*spare = *b;
+			b->chunk = NULL;
+		}
+		spin_unlock(&f->spare_lock);
+	}
+	vgpu_buf_free(&old);
+	vgpu_buf_free(b);
 }
 
 static int vgpu_buf_copy(struct vgpu_buf *b, void __user *u, u32 len, bool to_user)
@@ -138,15 +215,23 @@ static int vgpu_buf_copy(struct vgpu_buf *b, void __user *u, u32 len, bool to_us
 	return 0;
 }
 
-static struct vgpu_req *vgpu_req_alloc(u32 req_len, u32 reply_cap,
+/* @f: take the buffers from its spares (NULL: fresh, exact-sized ones) */
+static struct vgpu_req *vgpu_req_alloc(struct vgpu_file *f, u32 req_len, u32 reply_cap,
 				       unsigned long npages[2])
 {
 	struct vgpu_req *r = kzalloc(sizeof(*r), GFP_KERNEL);
 	unsigned long nsg;
+	int err;
 
 	if (!r)
 		return NULL;
-	if (vgpu_buf_alloc(&r->req, req_len) || vgpu_buf_alloc(&r->reply, reply_cap))
+	if (f)
+		err = vgpu_buf_get(f, VGPU_REQ_BUF, &r->req, req_len) ?:
+		      vgpu_buf_get(f, VGPU_REPLY_BUF, &r->reply, reply_cap);
+	else
+		err = vgpu_buf_alloc(&r->req, req_len, false) ?:
+		      vgpu_buf_alloc(&r->reply, reply_cap, false);
+	if (err)
 		goto fail;
 	if (npages[0] + npages[1]) {
 		r->pages = kvmalloc_array(npages[0] + npages[1], sizeof(*r->pages),
@@ -170,7 +255,8 @@ fail:
 	return NULL;
 }
 
-static void vgpu_req_free(struct vgpu_req *r)
+/* @f: offer the buffers to its spares (NULL: free them) */
+static void vgpu_req_free_into(struct vgpu_file *f, struct vgpu_req *r)
 {
 	if (r->n_out)
 		unpin_user_pages(r->pages, r->n_out);
@@ -178,9 +264,19 @@ static void vgpu_req_free(struct vgpu_req *r)
 		unpin_user_pages_dirty_lock(r->pages + r->n_out, r->n_in, true);
 	kvfree(r->pages);
 	kvfree(r->sg);
-	vgpu_buf_free(&r->req);
-	vgpu_buf_free(&r->reply);
+	if (f) {
+		vgpu_buf_put(f, VGPU_REQ_BUF, &r->req);
+		vgpu_buf_put(f, VGPU_REPLY_BUF, &r->reply);
+	} else {
+		vgpu_buf_free(&r->req);
+		vgpu_buf_free(&r->reply);
+	}
 	kfree(r);
+}
+
+static void vgpu_req_free(struct vgpu_req *r)
+{
+	vgpu_req_free_into(NULL, r);
 }
 
 /* Pin the pages of @n segments; *pinned counts what must be unpinned. */
@@ -253,11 +349,47 @@ static void vgpu_reap(struct work_struct *work)
 		vgpu_req_free(r);
 }
 
+/*
+ * Takes every completed chain off the used ring (vq_lock held). Returns
+ * whether it took any; *reap says whether an orphan needs the reaper.
+ */
+static bool vgpu_collect_used(struct vgpu_dev *d, bool *reap)
+{
+	struct vgpu_req *r;
+	unsigned int len;
+	bool any = false;
+
+	while ((r = virtqueue_get_buf(d->vq, &len))) {
+		r->used_len = len;
+		smp_store_release(&r->done, true);
+		d->completions++;
+		any = true;
+		if (r->orphan) {
+			list_add_tail(&r->node, &d->orphans);
+			*reap = true;
+		}
+	}
+	return any;
+}
+
+/*
+ * Collects, then turns the queue's interrupts back on unless a WAIT is
+ * polling (vq_lock held); a chain completed in between is collected too.
+ */
+static bool vgpu_collect_and_rearm(struct vgpu_dev *d, bool *reap)
+{
+	bool any = false;
+
+	do {
+		virtqueue_disable_cb(d->vq);
+		any |= vgpu_collect_used(d, reap);
+	} while (!d->pollers && !virtqueue_enable_cb(d->vq));
+	return any;
+}
+
 static void vgpu_vq_done(struct virtqueue *vq)
 {
 	struct vgpu_dev *d = vq->vdev->priv;
-	struct vgpu_req *r;
-	unsigned int len;
 	unsigned long fl;
 	bool reap = false;
 
@@ -267,18 +399,7 @@ static void vgpu_vq_done(struct virtqueue *vq)
 		wake_up_all(&d->wq);
 		return;
 	}
-	do {
-		virtqueue_disable_cb(vq);
-		while ((r = virtqueue_get_buf(vq, &len))) {
-			r->used_len = len;
-			smp_store_release(&r->done, true);
-			d->completions++;
-			if (r->orphan) {
-				list_add_tail(&r->node, &d->orphans);
-				reap = true;
-			}
-		}
-	} while (!virtqueue_enable_cb(vq));
+	vgpu_collect_and_rearm(d, &reap);
 	spin_unlock_irqrestore(&d->vq_lock, fl);
 	if (reap)
 		schedule_work(&d->reaper);
@@ -327,8 +448,16 @@ static int vgpu_queue(struct vgpu_dev *d, struct vgpu_req *r, bool intr)
 		} else {
 			/* GFP_ATOMIC: the vq callback takes this lock in irq context */
 			err = virtqueue_add_sgs(d->vq, sgs, 1, 1, r, GFP_ATOMIC);
-			if (!err)
-				virtqueue_kick(d->vq);
+			/*
+			 * With EVENT_IDX only when the device's avail_event asks
+			 * (not while its vring thread polls); WAIT's busy-poll
+			 * needs to know which. Under the lock: vgpu_remove frees
+			 * the queue once it saw d->broken.
+			 */
+			if (!err && virtqueue_kick_prepare(d->vq)) {
+				WRITE_ONCE(r->kicked, true);
+				virtqueue_notify(d->vq);
+			}
 			else if (err == -ENOSPC)
 				empty = d->vq->num_free == virtqueue_get_vring_size(d->vq);
 		}
@@ -403,7 +532,7 @@ static long vgpu_submit(struct vgpu_file *f, struct vgpu_submit __user *arg)
 		err = -EBUSY;
 		goto out_pending;
 	}
-	r = vgpu_req_alloc(s.request_len, s.reply_capacity, npages);
+	r = vgpu_req_alloc(f, s.request_len, s.reply_capacity, npages);
 	if (!r) {
 		err = -ENOMEM;
 		goto out_pending;
@@ -451,7 +580,7 @@ static long vgpu_submit(struct vgpu_file *f, struct vgpu_submit __user *arg)
 	return 0;
 
 out_req:
-	vgpu_req_free(r);
+	vgpu_req_free_into(f, r);
 out_pending:
 	atomic_dec(&f->pending);
 out_segs:
@@ -471,6 +600,76 @@ static bool vgpu_ticket_ready(struct vgpu_file *f, unsigned long ticket)
 	return ready;
 }
 
+/*
+ * Whether WAIT may spin for @ticket: only if its submission had to kick
+ * the device. A device that needed no kick has a thread polling the ring
+ * already, and one spinning thread per VM is the most a small host can
+ * take: a vCPU spinning on the core the back-end's thread yields to
+ * delays the very reply it waits for (measured: README.md).
+ */
+static bool vgpu_may_poll(struct vgpu_file *f, unsigned long ticket)
+{
+	struct vgpu_req *r;
+	bool kicked;
+
+	xa_lock(&f->reqs);
+	r = xa_load(&f->reqs, ticket);
+	kicked = r && READ_ONCE(r->kicked);
+	xa_unlock(&f->reqs);
+	return kicked;
+}
+
+/*
+ * Bounded busy-poll: looks at the used ring for @ticket's reply for up to
+ * poll_us, with the submit queue's interrupts off while any WAIT polls.
+ * Stops early when this CPU has other runnable work (one vCPU: never
+ * spin in front of a task that could run; the reply does not need this
+ * CPU) or a signal is pending. Returns whether the reply is there.
+ */
+static bool vgpu_poll_reply(struct vgpu_file *f, unsigned long ticket)
+{
+	struct vgpu_dev *d = f->d;
+	unsigned int budget = min(READ_ONCE(poll_us), (unsigned int)VGPU_POLL_US_MAX);
+	bool ready = false, reap = false, any = false;
+	unsigned long fl;
+	u64 end;
+
+	if (!budget || !vgpu_may_poll(f, ticket))
+		return false;
+	spin_lock_irqsave(&d->vq_lock, fl);
+	if (d->broken || d->raw) {
+		spin_unlock_irqrestore(&d->vq_lock, fl);
+		return false;
+	}
+	if (!d->pollers++)
+		virtqueue_disable_cb(d->vq);
+	spin_unlock_irqrestore(&d->vq_lock, fl);
+
+	end = local_clock() + (u64)budget * NSEC_PER_USEC;
+	for (;;) {
+		spin_lock_irqsave(&d->vq_lock, fl);
+		if (!d->broken && !d->raw)	/* raw: the ring is not ours */
+			any |= vgpu_collect_used(d, &reap);
+		spin_unlock_irqrestore(&d->vq_lock, fl);
+		ready = vgpu_ticket_ready(f, ticket);
+		if (ready || READ_ONCE(d->broken) || need_resched() ||
+		    !single_task_running() || signal_pending(current) ||
+		    local_clock() >= end)
+			break;
+		cpu_relax();
+	}
+
+	spin_lock_irqsave(&d->vq_lock, fl);
+	if (!--d->pollers && !d->broken && !d->raw)
+		any |= vgpu_collect_and_rearm(d, &reap);
+	spin_unlock_irqrestore(&d->vq_lock, fl);
+	if (reap)
+		schedule_work(&d->reaper);
+	if (any)	/* others' replies too, and ring space for SUBMIT */
+		wake_up_all(&d->wq);
+	return ready || vgpu_ticket_ready(f, ticket);
+}
+
 static long vgpu_wait(struct vgpu_file *f, struct vgpu_wait __user *arg)
 {
 	struct vgpu_wait w;
@@ -485,7 +684,11 @@ static long vgpu_wait(struct vgpu_file *f, struct vgpu_wait __user *arg)
 		return -EINVAL;
 	t = w.timeout_ms < 0 ? MAX_SCHEDULE_TIMEOUT :
 	    (long)msecs_to_jiffies(min_t(s64, w.timeout_ms, UINT_MAX));
-	t = wait_event_interruptible_timeout(f->d->wq, vgpu_ticket_ready(f, w.ticket), t);
+	if (w.timeout_ms && vgpu_poll_reply(f, w.ticket))	/* 0: a look, no wait */
+		t = 1;
+	else
+		t = wait_event_interruptible_timeout(f->d->wq,
+						     vgpu_ticket_ready(f, w.ticket), t);
 	if (t < 0)
 		return -EINTR;
 	if (t == 0)
@@ -501,6 +704,19 @@ static long vgpu_wait(struct vgpu_file *f, struct vgpu_wait __user *arg)
 	atomic_dec(&f->pending);
 
 	n = min(r->used_len, r->reply.len);
+	/*
+	 * A chain with in pages is used up to them, so its used length covers
+	 * the whole reply room (256 KiB for a synchronous call): copy only
+	 * what the reply header says was written. Only ever shortens.
+	 */
+	if (n >= VGPU_REPLY_HEADER_SIZE) {
+		const u8 *h = r->reply.chunk[0];
+		u32 len = le32_to_cpu(*(const __le32 *)(h + VGPU_REPLY_LEN_OFFSET));
+
+		if (le32_to_cpu(*(const __le32 *)h) == VGPU_REPLY_MAGIC &&
+		    len >= VGPU_REPLY_HEADER_SIZE && len < n)
+			n = len;
+	}
 	if (!r->used_len)	/* chain refused by the device, or device gone */
 		err = -EIO;
 	else if (w.reply_capacity &&
@@ -509,7 +725,7 @@ static long vgpu_wait(struct vgpu_file *f, struct vgpu_wait __user *arg)
 		err = -EFAULT;
 	if (put_user(n, &arg->reply_len) && !err)
 		err = -EFAULT;
-	vgpu_req_free(r);
+	vgpu_req_free_into(f, r);
 	return err;
 }
 
@@ -684,6 +900,7 @@ static int vgpu_open(struct inode *inode, struct file *filp)
 	f->d = d;
 	f->session = atomic64_inc_return(&vgpu_sessions);
 	xa_init_flags(&f->reqs, XA_FLAGS_ALLOC1);
+	spin_lock_init(&f->spare_lock);
 	kref_get(&d->ref);
 	filp->private_data = f;
 	return stream_open(inode, filp);
@@ -698,7 +915,7 @@ static void vgpu_close_session(struct vgpu_dev *d, u64 session)
 
 	if (READ_ONCE(d->broken) || READ_ONCE(d->raw))
 		return;
-	r = vgpu_req_alloc(VGPU_BATCH_HEADER_SIZE + VGPU_MSG_HEADER_SIZE, 64, npages);
+	r = vgpu_req_alloc(NULL, VGPU_BATCH_HEADER_SIZE + VGPU_MSG_HEADER_SIZE, 64, npages);
 	if (!r)
 		return;
 	h = r->req.chunk[0];
@@ -756,6 +973,8 @@ static int vgpu_release(struct inode *inode, struct file *filp)
 			vgpu_req_free(r);
 	}
 	xa_destroy(&f->reqs);
+	vgpu_buf_free(&f->spare[VGPU_REQ_BUF]);
+	vgpu_buf_free(&f->spare[VGPU_REPLY_BUF]);
 	vgpu_close_session(d, f->session);
 	kref_put(&d->ref, vgpu_dev_free);
 	kfree(f);
@@ -851,8 +1070,9 @@ static int vgpu_probe(struct virtio_device *vdev)
 	err = misc_register(&d->misc);
 	if (err)
 		goto out_reset;
-	dev_info(&vdev->dev, "/dev/%s: submit ring %u, indirect %d\n", d->name,
-		 virtqueue_get_vring_size(d->vq), d->indirect);
+	dev_info(&vdev->dev, "/dev/%s: submit ring %u, indirect %d, event_idx %d\n",
+		 d->name, virtqueue_get_vring_size(d->vq), d->indirect,
+		 virtio_has_feature(vdev, VIRTIO_RING_F_EVENT_IDX));
 	return 0;
 
 out_reset:

@@ -163,17 +163,7 @@ impl Output {
 
     /// Every `SAMPLE <metric> <parameter> <value>` line.
     pub fn samples(&self) -> Samples {
-        let mut samples = Samples::new();
-        for line in self.text.lines() {
-            let w: Vec<&str> = line.split_whitespace().collect();
-            if let ["SAMPLE", metric, param, value] = w[..] {
-                if let Ok(v) = value.parse::<f64>() {
-                    let key = (metric.to_string(), param.to_string());
-                    samples.entry(key).or_default().push(v);
-                }
-            }
-        }
-        samples
+        parse_samples(&self.text)
     }
 
     pub fn missing(&self, what: &str) -> Error {
@@ -183,6 +173,22 @@ impl Output {
             tail: tail(&self.text),
         }
     }
+}
+
+/// The `SAMPLE <metric> <parameter> <value>` lines of `text` (a program's
+/// output, or a guest console holding it).
+pub fn parse_samples(text: &str) -> Samples {
+    let mut samples = Samples::new();
+    for line in text.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        if let ["SAMPLE", metric, param, value] = w[..] {
+            if let Ok(v) = value.parse::<f64>() {
+                let key = (metric.to_string(), param.to_string());
+                samples.entry(key).or_default().push(v);
+            }
+        }
+    }
+    samples
 }
 
 /// The last lines of a program's output, for error messages.

@@ -11,6 +11,7 @@ mod queue_depth;
 mod rehome;
 mod roundtrip;
 mod vm;
+mod vm_datapath;
 mod workloads;
 
 use crate::context::Context;
@@ -26,7 +27,7 @@ pub enum Section {
     Workloads,
     /// The backend's --queue-depth bound: throughput against drain time.
     QueueDepth,
-    /// Workloads inside a real guest (only with --vm).
+    /// Workloads and the data path inside a real guest (only with --vm).
     Vm,
     /// Checkpoint/restore, re-homing and migration.
     State,
@@ -83,6 +84,7 @@ pub fn all() -> Vec<Box<dyn Benchmark>> {
         Box::new(workloads::Workloads),
         Box::new(queue_depth::QueueDepth),
         Box::new(vm::VmWorkloads),
+        Box::new(vm_datapath::VmDatapath),
         Box::new(checkpoint::Checkpoint),
         Box::new(rehome::Rehome),
         Box::new(migration::Migration),

@@ -23,10 +23,23 @@ pub fn section_tables(section: Section, records: &[Record]) -> Vec<Table> {
             &of("workload_time"),
         )],
         Section::QueueDepth => vec![queue_depth(records)],
-        Section::Vm => vec![workloads(
-            "VOCL workloads in the guest (vgpu column) against native on the host (s)",
-            &of("vm_workload_time"),
-        )],
+        Section::Vm => vec![
+            workloads(
+                "VOCL workloads in the guest (vgpu column) against native on the host (s)",
+                &of("vm_workload_time"),
+            ),
+            generic(
+                "Data path in the guest (vgpu column) against native on the host",
+                &[
+                    of("vm_roundtrip"),
+                    of("vm_enqueue_rate"),
+                    of("vm_bandwidth_write"),
+                    of("vm_bandwidth_read"),
+                    of("vm_idle_backend_cpu"),
+                ]
+                .concat(),
+            ),
+        ],
         Section::State => state_tables::tables(records),
     };
     // Figures no table above lays out (added later) go under State until
@@ -56,6 +69,11 @@ const KNOWN: &[(&str, Section)] = &[
     ("queue_depth_burst", Section::QueueDepth),
     ("queue_depth_kernel", Section::QueueDepth),
     ("vm_workload_time", Section::Vm),
+    ("vm_roundtrip", Section::Vm),
+    ("vm_enqueue_rate", Section::Vm),
+    ("vm_bandwidth_write", Section::Vm),
+    ("vm_bandwidth_read", Section::Vm),
+    ("vm_idle_backend_cpu", Section::Vm),
 ];
 
 fn section_of(benchmark: &str) -> Option<Section> {
