@@ -15,7 +15,12 @@
 # two streams busy while the checkpoint is taken instead;
 # CKPT_PROGRAM=torch_ckpt.py runs the PyTorch training loop of
 # runtime/torch_ckpt.py (one pass, no image kinds).
+# CKPT_DEVICE (default cuda:0) is the first backend's device and
+# CKPT_RESTORE_DEVICE (default the same) the restarted one's: on a host with
+# two GPUs, cuda:1 re-homes the program to the other GPU.
 set -u
+device=${CKPT_DEVICE:-cuda:0}
+restore_device=${CKPT_RESTORE_DEVICE:-$device}
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$(cd "${1:?BIN_DIR}" && pwd)
 out=${2:?OUT_DIR}
@@ -66,9 +71,9 @@ stop_backend() {
     fi
 }
 trap 'stop_backend; [ -n "${prog:-}" ] && kill -9 "$prog" 2>/dev/null' EXIT
-start_backend() {  # socket control log extra-args...
-    local sock=$1 ctl=$2 log=$3; shift 3
-    RUST_LOG=info "$bin/vgpu-backend" --socket "$sock" --control "$ctl" --device cuda:0 "$@" >>"$log" 2>&1 &
+start_backend() {  # socket control log device extra-args...
+    local sock=$1 ctl=$2 log=$3 dev=$4; shift 4
+    RUST_LOG=info "$bin/vgpu-backend" --socket "$sock" --control "$ctl" --device "$dev" "$@" >>"$log" 2>&1 &
     backend=$!
     for _ in $(seq 200); do
         [ -S "$sock" ] && [ -S "$ctl" ] && return 0
@@ -86,7 +91,7 @@ echo "$native" | sed 's/^/native: /'
 for kind in $kinds; do
     sock=$work/$kind.sock ctl=$work/$kind.ctl ckpt=$work/$kind.ckpt log=$out/backend-$kind.log
     rm -f "$sock" "$ctl"
-    if ! start_backend "$sock" "$ctl" "$log"; then
+    if ! start_backend "$sock" "$ctl" "$log" "$device"; then
         echo "FAIL $kind: the backend did not start"; fail=$((fail + 1)); tail -5 "$log"; continue
     fi
     LD_LIBRARY_PATH=$work/lib VGPU_SOCKET=$sock VGPU_LOOPBACK_MEM_MB=512 VGPU_RECONNECT_SECS=60 \
@@ -100,14 +105,14 @@ for kind in $kinds; do
     wait "$backend" 2>/dev/null; backend=""
     t1=$(now)
     lines=$(wc -l <"$out/vgpu-$kind.txt")
-    start_backend "$sock" "$ctl" "$log" --restore "$ckpt" || echo "restarted backend failed: $(tail -3 "$log")"
+    start_backend "$sock" "$ctl" "$log" "$restore_device" --restore "$ckpt" || echo "restarted backend failed: $(tail -3 "$log")"
     # Resumed: the program printed its next line.
     for _ in $(seq 1200); do [ "$(wc -l <"$out/vgpu-$kind.txt")" -gt "$lines" ] && break; sleep 0.01; done
     t2=$(now)
     wait "$prog"; rc=$?; prog=""
     stop_backend
     size=$(stat -c %s "$ckpt" 2>/dev/null || echo 0)
-    echo "figures $kind: checkpoint_bytes=$size checkpoint_and_exit_ms=$(ms "$t0" "$t1") restart_to_next_iteration_ms=$(ms "$t1" "$t2") (includes the ${pause_ms} ms pause)"
+    echo "figures $kind ($device -> $restore_device): checkpoint_bytes=$size checkpoint_and_exit_ms=$(ms "$t0" "$t1") restart_to_next_iteration_ms=$(ms "$t1" "$t2") (includes the ${pause_ms} ms pause)"
     echo "  ctl: $(cat "$out/ctl-$kind.json")"
     grep -E "restored|CUDA arena|cannot|error|ERROR|WARN" "$log" | sed 's/^/  log: /' | tail -8
     [ -s "$ckpt" ] && [ -x "$bin/ckpt-edit" ] && "$bin/ckpt-edit" summary "$ckpt" | sed 's/^/  state: /'
