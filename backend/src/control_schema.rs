@@ -120,6 +120,10 @@ pub struct ReportReply {
     /// Bytes of buffer contents read while the guest waited.
     #[serde(default)]
     pub paused_bytes: u64,
+    /// Bytes of contents owed at the pause (copy-on-write) and read after
+    /// the guest resumed.
+    #[serde(default)]
+    pub owed_bytes: u64,
     #[serde(default)]
     pub precopy_ms: f64,
     /// Writing the stream once the guest resumed.

@@ -122,6 +122,21 @@ impl InProcess {
         Ok((saved.state, contents))
     }
 
+    /// Saves the session as [`Self::snapshot`] does but reads no contents:
+    /// the sources a checkpoint writer reads while the session goes on.
+    pub fn save_unread(
+        &mut self,
+    ) -> Result<
+        (
+            vgpu_migration::LatestSession,
+            Vec<(u64, Box<dyn crate::executor::BufferSource>)>,
+        ),
+        crate::persist::Error,
+    > {
+        let saved = crate::persist::save_session(SESSION, &mut self.state.exec, 0)?;
+        Ok((saved.state, saved.buffers))
+    }
+
     /// Replaces the session's objects with those rebuilt from `snapshot`,
     /// part by part on the executor of each part's kind, as a restore does.
     pub fn restore(&mut self, snapshot: &Snapshot) -> Result<(), crate::persist::Error> {

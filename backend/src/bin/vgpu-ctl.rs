@@ -68,8 +68,11 @@ enum Command {
         #[arg(long, value_enum, default_value = "resume")]
         then: Then,
         /// Copy buffers in at most this many rounds while the guest keeps
-        /// computing, pausing it only for the objects and what was written
-        /// since; 0 copies everything while it waits (stop-and-copy).
+        /// computing, then pause it only to capture the objects: buffers
+        /// written since their copy are owed to the checkpoint and read
+        /// after it resumes, the guest's first write to one preserving
+        /// it first (copy-on-write, OpenCL; CUDA reads them in the
+        /// pause); 0 copies everything while it waits (stop-and-copy).
         #[arg(long, default_value_t = 5)]
         rounds: u32,
         /// Write only the buffers changed since BASE, the vGPU's last

@@ -125,6 +125,8 @@ pub struct Report {
     pub precopied_bytes: u64,
     /// Bytes of buffer contents read during the pause.
     pub paused_bytes: u64,
+    /// Bytes of contents owed at the pause (copy-on-write), read after it.
+    pub owed_bytes: u64,
     /// Time of the copy rounds.
     pub precopy: Duration,
     /// Writing the stream after the guest resumed.
@@ -235,6 +237,7 @@ impl From<&Report> for crate::control_schema::ReportReply {
             rounds: report.rounds,
             precopied_bytes: report.precopied_bytes,
             paused_bytes: report.paused_bytes,
+            owed_bytes: report.owed_bytes,
             precopy_ms: ms(report.precopy),
             write_ms: ms(report.write),
         }

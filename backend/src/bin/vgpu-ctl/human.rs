@@ -120,11 +120,12 @@ fn report(r: &ReportReply) -> String {
         let _ = writeln!(
             out,
             "{} copy round(s) while the guest ran ({}, {:.1} ms), {} read in the pause, \
-             stream written after it in {:.1} ms",
+             {} owed (copy-on-write) and stream written after it in {:.1} ms",
             r.rounds,
             bytes(r.precopied_bytes),
             r.precopy_ms,
             bytes(r.paused_bytes),
+            bytes(r.owed_bytes),
             r.write_ms
         );
     }
