@@ -35,8 +35,8 @@ const LOCK: Duration = crate::executor::QUIESCE_DRAIN;
 /// How a checkpoint taken while the guest runs proceeds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LiveOptions {
-    /// Most copy rounds before the pause; 0 copies everything in the
-    /// pause (stop-and-copy).
+    /// Most copy rounds before the pause; with 0, what an executor can
+    /// owe is owed (copy-on-write), the rest read in the pause.
     pub max_rounds: u32,
     /// A round that copies at most this many bytes is the last one: what
     /// it left behind is about what the pause has to read.

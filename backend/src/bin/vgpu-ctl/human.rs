@@ -116,7 +116,7 @@ fn report(r: &ReportReply) -> String {
         r.upload_ms,
         r.pause_ms
     );
-    if r.rounds > 0 {
+    if r.rounds > 0 || r.owed_bytes > 0 {
         let _ = writeln!(
             out,
             "{} copy round(s) while the guest ran ({}, {:.1} ms), {} read in the pause, \

@@ -145,6 +145,15 @@ impl Owed {
             Held::Host(_) | Held::Lost(_) | Held::Settled => None,
         };
         if let Some(next) = next {
+            log::debug!(
+                "copy-on-write: {} bytes owed to a checkpoint preserved before a write ({})",
+                self.size,
+                match &next {
+                    Held::Shadow { .. } => "device copy",
+                    Held::Host(_) => "host copy",
+                    _ => "failed",
+                }
+            );
             *held = next;
         }
     }
