@@ -5,7 +5,9 @@
 //! (see `executor::written`). Once a round copies little (or the rounds
 //! stop shrinking, or the last one ran), the vGPU is quiesced for the
 //! objects and the buffers written since their copy; it resumes before the
-//! stream is written.
+//! stream is written. Buffers an executor can owe (copy-on-write, OpenCL:
+//! `executor::opencl::cow`) are not read in the pause but by the writer,
+//! as they were at the pause; the rest (CUDA) are read in the pause.
 //!
 //! An incremental checkpoint is taken against the vGPU's last whole one:
 //! buffers not written since that one was taken are neither copied nor
