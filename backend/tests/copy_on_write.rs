@@ -295,3 +295,66 @@ fn a_settled_debt_costs_later_writes_nothing_and_a_new_save_owes_afresh() {
         "the second save holds the write before it"
     );
 }
+
+/// A 2D RGBA float image of `W`×`H` pixels written whole.
+fn write_image(mem: u64) -> Request {
+    EnqueueWriteImage {
+        queue: 2,
+        mem,
+        origin: [0; 3],
+        region: [W, H, 1],
+        data: DataRef {
+            offset: 0,
+            len: W * H * 16,
+        },
+        wait: vec![],
+        event: 0,
+    }
+    .into()
+}
+
+const W: u64 = 64;
+const H: u64 = 32;
+
+/// Every channel of every pixel a float of its own, times `scale`.
+fn pixels(scale: f32) -> Vec<u8> {
+    (0..W * H * 4)
+        .flat_map(|i| (i as f32 * scale).to_le_bytes())
+        .collect()
+}
+
+#[test]
+fn an_owed_image_is_read_to_the_host_before_the_guest_writes_it() {
+    let Some((_turn, mut harness)) = set_up() else {
+        eprintln!("skipped: no OpenCL device");
+        return;
+    };
+    let image: Request = CreateImage {
+        mem: 20,
+        context: 1,
+        flags: 1,
+        channel_order: 0x10B5, // CL_RGBA
+        channel_type: 0x10DE,  // CL_FLOAT
+        image_type: vgpu_protocol::image::image_type::IMAGE2D,
+        dims: [W, H, 0],
+        array_size: 0,
+        buffer: 0,
+    }
+    .into();
+    run(&mut harness, &[image], &[], 0);
+    let before = pixels(1.0);
+    run(&mut harness, &[write_image(20)], &before, 0);
+    let (_, mut sources) = harness.save_unread().expect("the session saves");
+    let after = pixels(-2.0);
+    run(
+        &mut harness,
+        &[write_image(20), Finish { queue: 2 }.into()],
+        &after,
+        0,
+    );
+    let saved = read_all(&mut sources);
+    assert!(
+        saved[&20] == before,
+        "the image as read after the guest wrote it is not its contents at the save"
+    );
+}
