@@ -105,7 +105,7 @@ for size in "${sizes[@]}"; do
     owed=$(field "$work/live.json" owed_bytes)
     cow_pause=$(field "$work/cow.json" pause_ms)
     delta_pause=$(field "$work/delta.json" pause_ms)
-    span() { echo "${1#*:} - ${1%%:*}" | bc -l; }
+    span() { printf "%.6f" "$(echo "${1#*:} - ${1%%:*}" | bc -l)"; }
     live_s=$(span "$live_w"); cow_s=$(span "$cow_w")
     mib() { echo "$1 / 1048576" | bc -l; }
     line=$(printf "| %s | %s of 8 buffers | %.1f | %.1f | %s | %.0f | %.0f | %.0f | %.2f | %.1f | %.2f | %.1f | %.0f / %.0f / %.0f | %.1f | %.0f | %.0f |" \

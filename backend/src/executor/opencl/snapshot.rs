@@ -388,13 +388,9 @@ impl OpenClSession {
                 mem: mem.clone(),
                 queue,
             };
-            // A placed buffer's storage is guest memory the guest library
-            // writes itself, past every command: it cannot be owed.
-            let source: Box<dyn BufferSource> = match mem.storage {
-                Some(_) => Box::new(source),
-                None => self.owe_buffer(source),
-            };
-            buffers.push((buffer.id, source));
+            // Placed buffers too: `save` closed the placement gate, so
+            // from now on the guest's copies into one go through commands.
+            buffers.push((buffer.id, self.owe_buffer(source)));
         }
         for image in images.iter().filter(|i| i.buffer.is_none()) {
             let (_, mem, _) = mems
