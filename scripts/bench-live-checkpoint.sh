@@ -61,7 +61,7 @@ checkpoint() {
   echo "$t0:$EPOCHREALTIME"
 }
 
-header="| state (MiB) | guest writes | stop-and-copy pause (ms) | live pause (ms) | rounds | copied while running (MiB) | read in the pause (MiB) | owed (MiB) | live total (s) | copy-on-write pause (ms) | copy-on-write total (s) | guest iteration (ms) | longest iteration: stop-and-copy / live / copy-on-write (ms) | incremental pause (ms) | whole file (MiB) | incremental file (MiB) |
+header="| state (MiB) | guest writes | stop-and-copy pause / held (ms) | live pause / held (ms) | rounds | copied while running (MiB) | read in the pause (MiB) | owed (MiB) | live total (s) | copy-on-write pause / held (ms) | copy-on-write total (s) | guest iteration (ms) | longest iteration: stop-and-copy / live / copy-on-write (ms) | incremental pause (ms) | whole file (MiB) | incremental file (MiB) |
 | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 md=$header
 json="["
@@ -104,13 +104,16 @@ for size in "${sizes[@]}"; do
     paused=$(field "$work/live.json" paused_bytes)
     owed=$(field "$work/live.json" owed_bytes)
     cow_pause=$(field "$work/cow.json" pause_ms)
+    stop_held=$(field "$work/stop.json" held_ms)
+    live_held=$(field "$work/live.json" held_ms)
+    cow_held=$(field "$work/cow.json" held_ms)
     delta_pause=$(field "$work/delta.json" pause_ms)
     span() { printf "%.6f" "$(echo "${1#*:} - ${1%%:*}" | bc -l)"; }
     live_s=$(span "$live_w"); cow_s=$(span "$cow_w")
     mib() { echo "$1 / 1048576" | bc -l; }
-    line=$(printf "| %s | %s of 8 buffers | %.1f | %.1f | %s | %.0f | %.0f | %.0f | %.2f | %.1f | %.2f | %.1f | %.0f / %.0f / %.0f | %.1f | %.0f | %.0f |" \
-      "$size" "$active" "$stop_pause" "$live_pause" "$rounds" "$(mib "$precopied")" "$(mib "$paused")" "$(mib "$owed")" \
-      "$live_s" "$cow_pause" "$cow_s" "$typical" "$stop_iter" "$live_iter" "$cow_iter" \
+    line=$(printf "| %s | %s of 8 buffers | %.1f / %.1f | %.1f / %.1f | %s | %.0f | %.0f | %.0f | %.2f | %.1f / %.1f | %.2f | %.1f | %.0f / %.0f / %.0f | %.1f | %.0f | %.0f |" \
+      "$size" "$active" "$stop_pause" "$stop_held" "$live_pause" "$live_held" "$rounds" "$(mib "$precopied")" "$(mib "$paused")" "$(mib "$owed")" \
+      "$live_s" "$cow_pause" "$cow_held" "$cow_s" "$typical" "$stop_iter" "$live_iter" "$cow_iter" \
       "$delta_pause" "$(mib "$whole")" "$(mib "$delta")")
     echo "$line"
     md="$md
@@ -129,7 +132,8 @@ cat > docs/bench/live-checkpoint.md <<MD
 \`scripts/bench-live-checkpoint.sh\`, $(date -u +%Y-%m-%d), $machine, $cpus CPUs, PoCL;
 release build; load average at the end $load. A loopback \`checkpoint_loop -m SIZE -p 1\`
 updates the first ACTIVE of its 8 buffers continuously. Pauses are the backend's
-(quiesce to resume). Stop-and-copy (\`--rounds 0\`) reads and writes every buffer in
+(quiesce to resume), and of it the time every session was held (the rest
+waited for the guest's batch in progress, its own \`clFinish\`). Stop-and-copy (\`--rounds 0\`) reads and writes every buffer in
 the pause; the live checkpoint (\`--rounds 5\`) copies while the guest runs and owes
 at the pause what was written since its copy (copy-on-write: read after the guest
 resumed, its first write to one preserving it first); the copy-on-write one

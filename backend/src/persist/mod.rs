@@ -119,6 +119,9 @@ pub struct Report {
     pub upload: Duration,
     /// From quiesce to resume (the guest-visible pause).
     pub pause: Duration,
+    /// Of the pause, the time every session was held: the rest waited
+    /// for batches in progress, which their guests wait for anyway.
+    pub held: Duration,
     /// Copy rounds run while the guest computed (0: stop-and-copy).
     pub rounds: u32,
     /// Bytes copied while the guest computed (re-copies included).
@@ -234,6 +237,7 @@ impl From<&Report> for crate::control_schema::ReportReply {
             rebuild_ms: ms(report.rebuild),
             upload_ms: ms(report.upload),
             pause_ms: ms(report.pause),
+            held_ms: ms(report.held),
             rounds: report.rounds,
             precopied_bytes: report.precopied_bytes,
             paused_bytes: report.paused_bytes,

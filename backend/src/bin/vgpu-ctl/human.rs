@@ -106,7 +106,7 @@ fn status(s: &StatusReply) -> String {
 fn report(r: &ReportReply) -> String {
     let mut out = format!(
         "{} session(s), {} of buffers, {} streamed; drain {:.1} ms, serialize {:.1} ms, \
-         rebuild {:.1} ms, upload {:.1} ms, pause {:.1} ms\n",
+         rebuild {:.1} ms, upload {:.1} ms, pause {:.1} ms (sessions held {:.1} ms)\n",
         r.sessions,
         bytes(r.buffer_bytes),
         bytes(r.stream_bytes),
@@ -114,7 +114,8 @@ fn report(r: &ReportReply) -> String {
         r.serialize_ms,
         r.rebuild_ms,
         r.upload_ms,
-        r.pause_ms
+        r.pause_ms,
+        r.held_ms
     );
     if r.rounds > 0 || r.owed_bytes > 0 {
         let _ = writeln!(
