@@ -53,6 +53,15 @@ print(" ".join(f"{x:.1f}" for x in out))
 PY
 }
 
+# Each line of the program's output with the time it came (bash's read
+# takes a pipe a byte at a time: fast iterations would queue up behind it).
+stamp='
+import sys, time
+for line in iter(sys.stdin.readline, ""):
+    sys.stdout.write("%.6f %s" % (time.time(), line))
+    sys.stdout.flush()
+'
+
 # Runs `vgpu-ctl checkpoint FILE ARGS...` into $work/NAME.json; prints T0:T1.
 checkpoint() {
   local name=$1; shift
@@ -73,7 +82,7 @@ for size in "${sizes[@]}"; do
     while [ ! -S "$work/a.sock" ]; do sleep 0.05; done
     OCL_ICD_VENDORS="$work/vgpu.icd" VGPU_SOCKET="$work/a.sock" VGPU_RECONNECT_SECS=0 \
       "$prog" -m "$size" -i 100000000 -p 1 -a "$active" \
-      > >(while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done > "$work/prog.out") 2>&1 &
+      > >(python3 -u -c "$stamp" > "$work/prog.out") 2>&1 &
     p=$!
     while ! grep -q " PROGRESS 5$" "$work/prog.out" 2>/dev/null; do sleep 0.05; done
     # Quiet iterations first, and between checkpoints, for the guest's own figures.

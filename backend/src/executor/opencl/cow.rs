@@ -124,24 +124,7 @@ impl Owed {
         let next = match &mut *held {
             Held::Buffer(source) => Some(shadow_or_host(source, queue, device)),
             Held::Image(source) => Some(read_to_host(source.as_mut())),
-            Held::Shadow { copied, .. } => {
-                // The copy ran on another queue, maybe: later writes on
-                // this one wait for it too.
-                if !is_complete(copied.0) {
-                    if let Err(status) = barrier_after(queue, copied.0) {
-                        log::warn!("copy-on-write: cannot order a write after its shadow copy ({status}): waiting for the copy");
-                        if let Err(code) = cl3::event::wait_for_events(&[copied.0]) {
-                            Some(Held::Lost(Status(code)))
-                        } else {
-                            None
-                        }
-                    } else {
-                        None
-                    }
-                } else {
-                    None
-                }
-            }
+            Held::Shadow { copied, .. } => order_after_copy(queue, copied),
             Held::Host(_) | Held::Lost(_) | Held::Settled => None,
         };
         if let Some(next) = next {
@@ -157,6 +140,20 @@ impl Owed {
             *held = next;
         }
     }
+}
+
+/// Makes later writes on `queue` wait for a shadow copy still running
+/// (it ran on another queue, maybe); a debt lost if that fails.
+fn order_after_copy(queue: cl_command_queue, copied: &HostEvent) -> Option<Held> {
+    if is_complete(copied.0) {
+        return None;
+    }
+    let Err(status) = barrier_after(queue, copied.0) else {
+        return None;
+    };
+    log::warn!("copy-on-write: cannot order a write after its shadow copy ({status}): waiting for the copy");
+    let waited = cl3::event::wait_for_events(&[copied.0]);
+    waited.err().map(|code| Held::Lost(Status(code)))
 }
 
 /// Whether an event's command has finished (or failed).
