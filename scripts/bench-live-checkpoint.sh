@@ -30,7 +30,7 @@ lib=$bin/libvgpu_opencl.so
   exit 1
 }
 work=$(mktemp -d /tmp/vgpu-live-bench.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 echo "$lib" > "$work/vgpu.icd"
 
 field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
@@ -76,7 +76,8 @@ md=$header
 json="["
 for size in "${sizes[@]}"; do
   for active in "${actives[@]}"; do
-    rm -f "$work"/*.sock "$work"/*.ctl "$work"/*.ckpt
+    # The last run's output would let the wait below through at once.
+    rm -f "$work"/*.sock "$work"/*.ctl "$work"/*.ckpt "$work/prog.out"
     "$bin/vgpu-backend" --socket "$work/a.sock" --control "$work/a.ctl" --log-level warn 2>"$work/a.log" &
     a=$!
     while [ ! -S "$work/a.sock" ]; do sleep 0.05; done
