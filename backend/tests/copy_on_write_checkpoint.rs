@@ -218,4 +218,31 @@ fn a_checkpoint_of_a_guest_rewriting_every_buffer_holds_exactly_one_step() {
         at.is_some(),
         "the checkpoint is no moment of the run between two steps: it mixes moments"
     );
+
+    // An incremental one owes what it writes the same way, and restores
+    // with its base to the moment it was taken.
+    let at = at.expect("checked above");
+    step(&mut raw, at + 1);
+    let delta = backend.dir().join("cow.d1");
+    let (ok, out) = backend.ctl(&[
+        "checkpoint",
+        delta.to_str().unwrap(),
+        "--copy-on-write",
+        "--incremental",
+        file.to_str().unwrap(),
+    ]);
+    assert!(ok, "incremental checkpoint failed: {out}");
+    step(&mut raw, at + 2);
+    let (ok, out) = backend.ctl(&[
+        "restore",
+        delta.to_str().unwrap(),
+        "--base",
+        file.to_str().unwrap(),
+    ]);
+    assert!(ok, "restore with the base failed: {out}");
+    let restored: Vec<(u64, Vec<u8>)> = BUFFERS.map(|mem| (mem, read(&mut raw, mem))).collect();
+    assert!(
+        restored == after(at + 1),
+        "the incremental checkpoint is not the moment it was taken"
+    );
 }
