@@ -429,3 +429,21 @@ impl OpenClSession {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shadow_charges_stay_within_the_limit_and_are_given_back() {
+        // Other debts of this process may hold shadows: count from there.
+        let limit = SHADOW_BYTES.load(Ordering::SeqCst) + 100;
+        let first = ShadowCharge::take(60, limit).expect("60 of 100 fit");
+        assert!(ShadowCharge::take(60, limit).is_none(), "120 of 100 do not");
+        drop(first);
+        assert!(
+            ShadowCharge::take(60, limit).is_some(),
+            "given back on drop"
+        );
+    }
+}
