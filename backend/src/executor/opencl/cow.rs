@@ -15,7 +15,13 @@
 //! `OpenClSession::before_write` before it is enqueued, so while a debt is
 //! `InPlace` nothing issued after the pause has written the object, and a
 //! read of it through the backend's own queue sees the pause's contents.
-//! One lock per debt orders the writer's reads against the preservation.
+//! One lock per debt orders the writer's reads against the preservation:
+//! a guest write to an object being read waits for one piece's read (the
+//! checkpoint writer reads 4 MiB at a time), and the writer waits for a
+//! shadow copy without the lock. A read of the untouched object holds the
+//! lock, so a driver that ordered it after a guest command waiting on a
+//! user event would hold that guest's next write to the object until the
+//! event is set (PoCL orders no reads so; not seen here).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
