@@ -21,7 +21,7 @@
 //! shadow copy without the lock. A read of the untouched object holds the
 //! lock, so a driver that ordered it after a guest command waiting on a
 //! user event would hold that guest's next write to the object until the
-//! event is set (PoCL orders no reads so; not seen here).
+//! event is set (not seen in the tests here; not ruled out either).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
