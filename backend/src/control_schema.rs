@@ -111,6 +111,10 @@ pub struct ReportReply {
     pub rebuild_ms: f64,
     pub upload_ms: f64,
     pub pause_ms: f64,
+    /// Of the pause, the time every session was held (the rest waited
+    /// for batches in progress to end).
+    #[serde(default)]
+    pub held_ms: f64,
     /// Copy rounds while the guest ran (0 for stop-and-copy and restores).
     #[serde(default)]
     pub rounds: u32,
@@ -120,6 +124,10 @@ pub struct ReportReply {
     /// Bytes of buffer contents read while the guest waited.
     #[serde(default)]
     pub paused_bytes: u64,
+    /// Bytes of contents owed at the pause (copy-on-write) and read after
+    /// the guest resumed.
+    #[serde(default)]
+    pub owed_bytes: u64,
     #[serde(default)]
     pub precopy_ms: f64,
     /// Writing the stream once the guest resumed.

@@ -25,6 +25,13 @@ pub struct InProcess {
 /// contents (by key) read whole.
 pub type Snapshot = (vgpu_migration::LatestSession, Vec<(u64, Vec<u8>)>);
 
+/// A session as a save captured it: its state, and a source (by key)
+/// for each of its contents, not read yet.
+pub type Unread = (
+    vgpu_migration::LatestSession,
+    Vec<(u64, Box<dyn crate::executor::BufferSource>)>,
+);
+
 /// The session id a harness session is saved under.
 const SESSION: u64 = 1;
 
@@ -120,6 +127,13 @@ impl InProcess {
             contents.push((key, data));
         }
         Ok((saved.state, contents))
+    }
+
+    /// Saves the session as [`Self::snapshot`] does but reads no contents:
+    /// the sources a checkpoint writer reads while the session goes on.
+    pub fn save_unread(&mut self) -> Result<Unread, crate::persist::Error> {
+        let saved = crate::persist::save_session(SESSION, &mut self.state.exec, 0)?;
+        Ok((saved.state, saved.buffers))
     }
 
     /// Replaces the session's objects with those rebuilt from `snapshot`,

@@ -68,10 +68,18 @@ enum Command {
         #[arg(long, value_enum, default_value = "resume")]
         then: Then,
         /// Copy buffers in at most this many rounds while the guest keeps
-        /// computing, pausing it only for the objects and what was written
-        /// since; 0 copies everything while it waits (stop-and-copy).
+        /// computing, then pause it only to capture the objects: buffers
+        /// written since their copy are owed to the checkpoint and read
+        /// after it resumes, the guest's first write to one preserving
+        /// it first (copy-on-write, OpenCL; CUDA reads them in the
+        /// pause); 0 copies everything while it waits (stop-and-copy).
         #[arg(long, default_value_t = 5)]
         rounds: u32,
+        /// Copy nothing in rounds: pause the guest only to capture the
+        /// objects and owe every buffer to the checkpoint, read after it
+        /// resumes (OpenCL; the pause reads CUDA memory).
+        #[arg(long, conflicts_with = "rounds")]
+        copy_on_write: bool,
         /// Write only the buffers changed since BASE, the vGPU's last
         /// whole checkpoint, and refer to BASE for the rest (restore with
         /// `restore FILE --base BASE`).
@@ -159,6 +167,9 @@ fn path_word(path: &std::path::Path) -> Result<String, String> {
     Ok(text.to_string())
 }
 
+/// The round-count word of a checkpoint taken with `--copy-on-write`.
+const COPY_ON_WRITE: &str = "cow";
+
 /// The request line: the command's words as a JSON array.
 fn command_line(command: &Command) -> Result<String, String> {
     let words: Vec<String> = match command {
@@ -169,6 +180,7 @@ fn command_line(command: &Command) -> Result<String, String> {
             vm,
             then,
             rounds,
+            copy_on_write,
             incremental,
         } => {
             let mut words = vec![
@@ -176,7 +188,10 @@ fn command_line(command: &Command) -> Result<String, String> {
                 path_word(file)?,
                 vm_word(*vm),
                 format!("{then:?}").to_lowercase(),
-                rounds.to_string(),
+                match copy_on_write {
+                    true => COPY_ON_WRITE.into(),
+                    false => rounds.to_string(),
+                },
             ];
             if let Some(base) = incremental {
                 words.push(path_word(base)?);

@@ -84,6 +84,13 @@ pub trait BufferSource: Send {
     fn written_at(&self) -> u64 {
         u64::MAX
     }
+
+    /// Whether reads give the contents as of the save's pause even after
+    /// the guest resumed and wrote the object (copy-on-write): a live
+    /// checkpoint then reads it after the pause instead of in it.
+    fn owed(&self) -> bool {
+        false
+    }
 }
 
 /// Writes one restored buffer's contents to the device.

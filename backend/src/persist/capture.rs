@@ -32,6 +32,7 @@ pub(crate) fn quiesced<T>(
     let profile = vgpu.profile_seen();
     let started = Instant::now();
     vgpu.with_quiesced(|sessions| {
+        let held = Instant::now();
         let mut report = Report {
             sessions: sessions.len(),
             ..Default::default()
@@ -54,6 +55,7 @@ pub(crate) fn quiesced<T>(
             &mut report,
         )?;
         report.pause = started.elapsed();
+        report.held = held.elapsed();
         Ok((out, report))
     })?
 }

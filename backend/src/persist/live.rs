@@ -5,7 +5,9 @@
 //! (see `executor::written`). Once a round copies little (or the rounds
 //! stop shrinking, or the last one ran), the vGPU is quiesced for the
 //! objects and the buffers written since their copy; it resumes before the
-//! stream is written.
+//! stream is written. Buffers an executor can owe (copy-on-write, OpenCL:
+//! `executor::opencl::cow`) are not read in the pause but by the writer,
+//! as they were at the pause; the rest (CUDA) are read in the pause.
 //!
 //! An incremental checkpoint is taken against the vGPU's last whole one:
 //! buffers not written since that one was taken are neither copied nor
@@ -35,8 +37,8 @@ const LOCK: Duration = crate::executor::QUIESCE_DRAIN;
 /// How a checkpoint taken while the guest runs proceeds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LiveOptions {
-    /// Most copy rounds before the pause; 0 copies everything in the
-    /// pause (stop-and-copy).
+    /// Most copy rounds before the pause; with 0, what an executor can
+    /// owe is owed (copy-on-write), the rest read in the pause.
     pub max_rounds: u32,
     /// A round that copies at most this many bytes is the last one: what
     /// it left behind is about what the pause has to read.
@@ -121,6 +123,9 @@ pub(crate) enum Content {
     Data(Vec<u8>),
     /// Unchanged since the base: where the base has it.
     Base(Taken),
+    /// Owed to the checkpoint (copy-on-write): read as of the pause by
+    /// the writer, after the guest resumed; taken once written.
+    Owed(Mutex<Option<Box<dyn BufferSource>>>),
 }
 
 /// Reads a whole buffer.
@@ -269,19 +274,37 @@ pub(crate) struct Captured {
     pub contents: Vec<(u64, u64, Content)>,
     /// Bytes read during the pause (not staged, or written since).
     pub paused_bytes: u64,
+    /// Bytes owed at the pause, read after the guest resumed.
+    pub owed_bytes: u64,
     /// For a whole checkpoint: what it holds, for incremental ones after.
     pub base: Option<CheckpointBase>,
 }
 
 /// Quiesces the vGPU, captures its objects and the buffers not staged
 /// fresh, and resumes it.
-pub(crate) fn capture(vgpu: &Vgpu, mut staging: Staging) -> Result<(Captured, Report), Error> {
+pub(crate) fn capture(vgpu: &Vgpu, staging: Staging) -> Result<(Captured, Report), Error> {
+    capture_with(vgpu, staging, false)
+}
+
+/// As [`capture`], but contents an executor can owe (copy-on-write) are
+/// not read in the pause: the writer reads them after the guest resumed,
+/// as they were at the pause.
+pub(crate) fn capture_owing(vgpu: &Vgpu, staging: Staging) -> Result<(Captured, Report), Error> {
+    capture_with(vgpu, staging, true)
+}
+
+fn capture_with(
+    vgpu: &Vgpu,
+    mut staging: Staging,
+    owing: bool,
+) -> Result<(Captured, Report), Error> {
     quiesced(vgpu, |captured, report| {
         // Nothing is written while quiesced: what is read now is as of now.
         let now = advance();
         let t = Instant::now();
         let mut contents = Vec::new();
         let mut paused_bytes = 0;
+        let mut owed_bytes = 0;
         let mut base = staging
             .base
             .is_none()
@@ -293,23 +316,28 @@ pub(crate) fn capture(vgpu: &Vgpu, mut staging: Staging) -> Result<(Captured, Re
                     contents.push((id, buffer, Content::Base(taken)));
                     continue;
                 }
-                let (data, copied_at) = match staging.take_fresh(source.as_ref()) {
-                    Some(staged) => (staged.data, staged.copied_at),
-                    None => {
-                        let data = read_whole(source.as_mut())?;
-                        paused_bytes += data.len() as u64;
-                        (data, now)
-                    }
-                };
+                let staged = staging.take_fresh(source.as_ref());
                 if let Some(base) = base.as_mut() {
                     let taken = Taken {
                         session: id,
                         buffer,
-                        copied_at,
+                        copied_at: staged.as_ref().map_or(now, |s| s.copied_at),
                     };
                     base.note(source.as_ref(), taken);
                 }
-                contents.push((id, buffer, Content::Data(data)));
+                let content = match staged {
+                    Some(staged) => Content::Data(staged.data),
+                    None if owing && source.owed() => {
+                        owed_bytes += source.size();
+                        Content::Owed(Mutex::new(Some(source)))
+                    }
+                    None => {
+                        let data = read_whole(source.as_mut())?;
+                        paused_bytes += data.len() as u64;
+                        Content::Data(data)
+                    }
+                };
+                contents.push((id, buffer, content));
             }
         }
         report.upload = t.elapsed();
@@ -317,6 +345,7 @@ pub(crate) fn capture(vgpu: &Vgpu, mut staging: Staging) -> Result<(Captured, Re
             state: captured.state,
             contents,
             paused_bytes,
+            owed_bytes,
             base,
         })
     })
@@ -348,6 +377,23 @@ pub(crate) fn write<W: Write>(
             }
             Content::Base(taken) => {
                 writer.write_base_ref(*session, *buffer, taken.session, taken.buffer)?
+            }
+            Content::Owed(source) => {
+                let source = source.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let Some(mut source) = source else {
+                    return Err(Error::Buffer(vgpu_protocol::Status::INVALID_OPERATION));
+                };
+                let size = source.size();
+                let mut piece = vec![0u8; CHUNK.min(usize::try_from(size).unwrap_or(CHUNK))];
+                let mut at = 0u64;
+                while at < size {
+                    let len =
+                        usize::try_from(size - at).map_or(piece.len(), |l| l.min(piece.len()));
+                    source.read(at, &mut piece[..len]).map_err(Error::Buffer)?;
+                    writer.write_buffer_chunk(*session, *buffer, at, &piece[..len])?;
+                    at += len as u64;
+                }
+                // Dropping the source settles the debt: its shadow goes.
             }
         }
     }
@@ -398,7 +444,7 @@ pub fn save_live<W: Write>(
     if options.stay_paused {
         vgpu.pause();
     }
-    let (mut captured, report) = capture(vgpu, staging)?;
+    let (mut captured, report) = capture_owing(vgpu, staging)?;
     let t = Instant::now();
     let (out, summary) = write(&captured, out, incremental, progress)?;
     if let Some(base) = captured.base.take() {
@@ -415,6 +461,7 @@ pub fn save_live<W: Write>(
             rounds: round_count,
             precopied_bytes: precopied,
             paused_bytes: captured.paused_bytes,
+            owed_bytes: captured.owed_bytes,
             precopy: precopy_time,
             write: t.elapsed(),
             ..report

@@ -132,12 +132,17 @@ pub struct Report {
     pub upload: Duration,
     /// From quiesce to resume (the guest-visible pause).
     pub pause: Duration,
+    /// Of the pause, the time every session was held: the rest waited
+    /// for batches in progress, which their guests wait for anyway.
+    pub held: Duration,
     /// Copy rounds run while the guest computed (0: stop-and-copy).
     pub rounds: u32,
     /// Bytes copied while the guest computed (re-copies included).
     pub precopied_bytes: u64,
     /// Bytes of buffer contents read during the pause.
     pub paused_bytes: u64,
+    /// Bytes of contents owed at the pause (copy-on-write), read after it.
+    pub owed_bytes: u64,
     /// Time of the copy rounds.
     pub precopy: Duration,
     /// Writing the stream after the guest resumed.
@@ -245,9 +250,11 @@ impl From<&Report> for crate::control_schema::ReportReply {
             rebuild_ms: ms(report.rebuild),
             upload_ms: ms(report.upload),
             pause_ms: ms(report.pause),
+            held_ms: ms(report.held),
             rounds: report.rounds,
             precopied_bytes: report.precopied_bytes,
             paused_bytes: report.paused_bytes,
+            owed_bytes: report.owed_bytes,
             precopy_ms: ms(report.precopy),
             write_ms: ms(report.write),
         }

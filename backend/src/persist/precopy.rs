@@ -331,6 +331,8 @@ fn produce(
         .map(|(_, _, c)| match c {
             super::live::Content::Data(d) => d.len() as u64,
             super::live::Content::Base(_) => 0,
+            // Not captured owing: read in the pause, as `Data`.
+            super::live::Content::Owed(_) => 0,
         })
         .sum();
     expected.store(opened + buffers + FRAMING_ESTIMATE, Ordering::Relaxed);

@@ -151,9 +151,12 @@ fn run(words: &[&str], supervisor: &Supervisor, out: &Out) -> Result<String, Err
             // to FILE; only a complete checkpoint replaces FILE.
             let mut words = vec!["checkpoint", then];
             if let Some(rounds) = rest.get(2) {
-                rounds
-                    .parse::<u32>()
-                    .map_err(|_| bad(format!("invalid round count {rounds:?}")))?;
+                // A count, or `cow`: no rounds, every buffer owed.
+                if *rounds != "cow" {
+                    rounds
+                        .parse::<u32>()
+                        .map_err(|_| bad(format!("invalid round count {rounds:?}")))?;
+                }
                 words.push(rounds);
             }
             let base = match rest.get(3) {

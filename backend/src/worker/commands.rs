@@ -44,13 +44,19 @@ pub fn run(
         ["status"] => Ok(to_line(&status(registry))),
         ["metrics"] => Ok(to_line(&metrics(registry))),
         ["checkpoint", then, options @ ..] => {
-            let round_count = |rounds: &str| {
-                rounds
+            // A count of copy rounds, or `cow`: none, every buffer owed.
+            let round_count = |rounds: &str| match rounds {
+                "cow" => Ok(Copying::OweAll),
+                rounds => rounds
                     .parse()
-                    .map_err(|_| bad(format!("invalid round count {rounds:?}")))
+                    .map(Copying::Rounds)
+                    .map_err(|_| bad(format!("invalid round count {rounds:?}"))),
             };
             let (rounds, base) = match options {
-                [] => (crate::persist::LiveOptions::default().max_rounds, None),
+                [] => (
+                    Copying::Rounds(crate::persist::LiveOptions::default().max_rounds),
+                    None,
+                ),
                 [rounds] => (round_count(rounds)?, None),
                 [rounds, id, path] => {
                     let id = u128::from_str_radix(id, 16)
@@ -172,14 +178,23 @@ fn send_progress(out: &Arc<Mutex<UnixStream>>, progress: Progress) {
     );
 }
 
-/// Writes the VM's checkpoint into `file`: its buffers copied in up to
-/// `rounds` rounds while the guest runs, or all while it waits (0); an
+/// How a checkpoint copies buffer contents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Copying {
+    /// In up to this many rounds while the guest runs, the rest owed at
+    /// the pause; 0: all while it waits (stop-and-copy).
+    Rounds(u32),
+    /// None before the pause: every buffer owed (copy-on-write).
+    OweAll,
+}
+
+/// Writes the VM's checkpoint into `file` (see [`Copying`]); an
 /// incremental one when `base` names the VM's last whole checkpoint.
 fn checkpoint(
     registry: &Registry,
     file: File,
     then: &str,
-    rounds: u32,
+    copying: Copying,
     base: Option<(vgpu_migration::BaseId, String)>,
     out: &Arc<Mutex<UnixStream>>,
 ) -> Result<String, ErrorReply> {
@@ -195,8 +210,10 @@ fn checkpoint(
         .map(|(given, path)| crate::persist::Incremental::against(&vgpu, given, path))
         .transpose()
         .map_err(|e| failed(error_chain(&e)))?;
-    if incremental.is_some() && rounds == 0 {
-        return Err(bad("an incremental checkpoint needs --rounds 1 or more"));
+    if incremental.is_some() && copying == Copying::Rounds(0) {
+        return Err(bad(
+            "an incremental checkpoint needs --rounds 1 or more, or --copy-on-write",
+        ));
     }
     let started = Instant::now();
     let progress_out = out.clone();
@@ -226,7 +243,7 @@ fn checkpoint(
         send_progress(&round_out, progress);
     };
     let writer = BufWriter::with_capacity(1 << 20, file);
-    let saved = if rounds == 0 {
+    let saved = if let Copying::Rounds(0) = copying {
         if then != "resume" {
             vgpu.pause();
         }
@@ -235,7 +252,10 @@ fn checkpoint(
         // The guest computes during the rounds, and is held from the
         // pause on when it is to stay paused.
         let options = crate::persist::LiveOptions {
-            max_rounds: rounds,
+            max_rounds: match copying {
+                Copying::Rounds(rounds) => rounds,
+                Copying::OweAll => 0,
+            },
             stay_paused: then != "resume",
             ..Default::default()
         };

@@ -106,7 +106,7 @@ fn status(s: &StatusReply) -> String {
 fn report(r: &ReportReply) -> String {
     let mut out = format!(
         "{} session(s), {} of buffers, {} streamed; drain {:.1} ms, serialize {:.1} ms, \
-         rebuild {:.1} ms, upload {:.1} ms, pause {:.1} ms\n",
+         rebuild {:.1} ms, upload {:.1} ms, pause {:.1} ms (sessions held {:.1} ms)\n",
         r.sessions,
         bytes(r.buffer_bytes),
         bytes(r.stream_bytes),
@@ -114,17 +114,19 @@ fn report(r: &ReportReply) -> String {
         r.serialize_ms,
         r.rebuild_ms,
         r.upload_ms,
-        r.pause_ms
+        r.pause_ms,
+        r.held_ms
     );
-    if r.rounds > 0 {
+    if r.rounds > 0 || r.owed_bytes > 0 {
         let _ = writeln!(
             out,
             "{} copy round(s) while the guest ran ({}, {:.1} ms), {} read in the pause, \
-             stream written after it in {:.1} ms",
+             {} owed (copy-on-write) and stream written after it in {:.1} ms",
             r.rounds,
             bytes(r.precopied_bytes),
             r.precopy_ms,
             bytes(r.paused_bytes),
+            bytes(r.owed_bytes),
             r.write_ms
         );
     }

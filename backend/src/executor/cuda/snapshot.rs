@@ -12,6 +12,11 @@
 //! released but another object still holds (a destroyed context whose
 //! module lives on) are saved too, under ids of their own.
 //!
+//! Contents are not owed to live checkpoints (copy-on-write is OpenCL's
+//! only, for now: `opencl::cow`): a live checkpoint reads them in its
+//! pause. A CUDA kernel writes through raw pointers, so every launch would
+//! have to preserve every owed allocation of the session first.
+//!
 //! Save and restore run on the thread that asked for them (the control
 //! connection, the device-state transfer, start-up), never the session's
 //! own, so they set contexts current themselves and leave that thread with

@@ -166,7 +166,7 @@ impl OpenClSession {
         to_device: bool,
     ) -> Result<cl_event, Status> {
         if to_device {
-            mem.mark_written();
+            self.before_write(queue.queue.0, mem);
         }
         if pieces.len() > MAX_DIRECT_PIECES {
             let pieces: Vec<Piece> = pieces.iter().map(|&s| Piece::Local(s)).collect();
@@ -233,7 +233,7 @@ impl OpenClSession {
     ) -> Result<cl_event, Status> {
         if to_device {
             // Peer transfers bypass `transfer`: live checkpoints must see them.
-            mem.mark_written();
+            self.before_write(queue.queue.0, mem);
         }
         if let Some(peer) = peer.filter(|_| pieces.iter().any(|p| matches!(p, Piece::Peer(_)))) {
             if super::staging::wanted(&mem.context) {
@@ -544,7 +544,7 @@ impl OpenClSession {
         let queue = self.queue(m.queue)?;
         let (src, dst) = (self.buffer(m.src)?, self.buffer(m.dst)?);
         let wait = self.wait_list(&m.wait)?;
-        dst.mark_written();
+        self.before_write(queue.queue.0, &dst);
         // SAFETY: live objects; OpenCL checks the ranges against the buffers.
         let event = unsafe {
             cl3::command_queue::enqueue_copy_buffer(
@@ -569,7 +569,7 @@ impl OpenClSession {
         if m.pattern.is_empty() {
             return Err(Status::INVALID_VALUE);
         }
-        mem.mark_written();
+        self.before_write(queue.queue.0, &mem);
         // SAFETY: the pattern outlives the call (OpenCL copies it).
         let event = unsafe {
             cl3::command_queue::enqueue_fill_buffer(
@@ -591,7 +591,7 @@ impl OpenClSession {
         let queue = self.queue(m.queue)?;
         let (src, dst) = (self.buffer(m.src)?, self.buffer(m.dst)?);
         let wait = self.wait_list(&m.wait)?;
-        dst.mark_written();
+        self.before_write(queue.queue.0, &dst);
         // SAFETY: device-side copy between live buffers; OpenCL checks the
         // geometry against both.
         let event = unsafe {
@@ -621,7 +621,7 @@ impl OpenClSession {
         let queue = self.queue(m.queue)?;
         let kernel = self.kernels.get(m.kernel)?.clone();
         let wait = self.wait_list(&m.wait)?;
-        kernel.mark_writable_args();
+        self.before_launch(queue.queue.0, &kernel);
         let dims = m.work_dim as usize;
         let offset = sizes3(&m.offset)?;
         let global = sizes3(&m.global)?;

@@ -461,6 +461,7 @@ impl OpenClSession {
         let queue = self.internal_queue(&mem.context)?;
         let at = (&m.origin, &m.region);
         let no_wait = (0, std::ptr::null());
+        self.before_write(queue.queue.0, &mem);
         let event = Self::guest_pixels_into(queue.queue.0, &mem, at, m.data, len, io, no_wait)?;
         drop(HostEvent(event));
         Ok(())
@@ -477,6 +478,7 @@ impl OpenClSession {
         let wait = self.wait_list(&m.wait)?;
         let at = (&m.origin, &m.region);
         let wait_ptr = (wait.len(), wait.ptr());
+        self.before_write(queue.queue.0, &mem);
         let event = Self::guest_pixels_into(queue.queue.0, &mem, at, m.data, len, io, wait_ptr)?;
         self.keep_event(&queue, m.event, event)
     }
@@ -529,7 +531,7 @@ impl OpenClSession {
         let queue = self.queue(m.queue)?;
         let (src, dst) = (self.mem(m.src)?, self.mem(m.dst)?);
         let (si, di) = (image_of(&src)?, image_of(&dst)?);
-        dst.mark_written();
+        self.before_write(queue.queue.0, &dst);
         if (si.channel_order, si.channel_type) != (di.channel_order, di.channel_type) {
             return Err(Status::IMAGE_FORMAT_MISMATCH);
         }
@@ -573,7 +575,7 @@ impl OpenClSession {
         let len = checked_region(image_of(&src)?, &m.src_origin, &m.region)?;
         let offset = Self::buffer_range(&dst, m.dst_offset, len)?;
         let wait = self.wait_list(&m.wait)?;
-        dst.mark_written();
+        self.before_write(queue.queue.0, &dst);
         // SAFETY: live objects; the image region and buffer range were checked.
         let event = unsafe {
             cl3::command_queue::enqueue_copy_image_to_buffer(
@@ -600,7 +602,7 @@ impl OpenClSession {
         let len = checked_region(image_of(&dst)?, &m.dst_origin, &m.region)?;
         let offset = Self::buffer_range(&src, m.src_offset, len)?;
         let wait = self.wait_list(&m.wait)?;
-        dst.mark_written();
+        self.before_write(queue.queue.0, &dst);
         // SAFETY: live objects; the image region and buffer range were checked.
         let event = unsafe {
             cl3::command_queue::enqueue_copy_buffer_to_image(
@@ -629,7 +631,7 @@ impl OpenClSession {
             .try_into()
             .map_err(|_| Status::INVALID_VALUE)?;
         let wait = self.wait_list(&m.wait)?;
-        mem.mark_written();
+        self.before_write(queue.queue.0, &mem);
         // SAFETY: a live image, a checked region, 16 bytes of colour.
         let event = unsafe {
             cl3::command_queue::enqueue_fill_image(

@@ -6,6 +6,7 @@ mod arg_probe;
 mod args;
 mod bounce;
 mod commands;
+mod cow;
 mod create;
 mod guard;
 mod image;

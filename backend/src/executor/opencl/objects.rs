@@ -203,22 +203,6 @@ pub struct HostKernel {
     pub args: std::sync::Mutex<Vec<ArgRecord>>,
 }
 
-impl HostKernel {
-    /// Records that a launch issued now may write every memory argument
-    /// the device lets kernels write (all but `CL_MEM_READ_ONLY` ones).
-    pub fn mark_writable_args(&self) {
-        const CL_MEM_READ_ONLY: u64 = 1 << 2;
-        let args = self.args.lock().unwrap_or_else(|e| e.into_inner());
-        for arg in args.iter() {
-            if let ArgRecord::Mem(mem) = arg {
-                if mem.flags & CL_MEM_READ_ONLY == 0 {
-                    mem.mark_written();
-                }
-            }
-        }
-    }
-}
-
 // SAFETY: see `host_object!`.
 unsafe impl Send for HostKernel {}
 // SAFETY: see `host_object!`.

@@ -37,6 +37,8 @@ pub struct OpenClSession {
     pub(super) staging: Vec<super::staging::Staging>,
     /// Where the guest copies into placed buffers itself, if it said.
     pub(super) placement_gate: Option<super::placed::Gate>,
+    /// Contents owed to checkpoints being written (copy-on-write).
+    pub(super) debts: super::cow::Debts,
     /// SVM allocations (declared last: dropped after what uses them).
     pub(super) svm: super::svm::SvmTable,
     /// Allocations named by `CL_KERNEL_EXEC_INFO_SVM_PTRS`, per kernel.
@@ -73,6 +75,7 @@ impl OpenClSession {
             internal_queues: Vec::new(),
             staging: Vec::new(),
             placement_gate: None,
+            debts: Default::default(),
             svm: Default::default(),
             svm_exec: Default::default(),
             advertised: None,

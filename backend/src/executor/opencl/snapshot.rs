@@ -372,6 +372,8 @@ impl OpenClSession {
                 .collect::<Vec<_>>(),
         );
 
+        // Contents are read through debts: as of now, whenever read.
+        self.prune_debts();
         let mut buffers: Vec<(u64, Box<dyn BufferSource>)> = Vec::new();
         for buffer in state.buffers.iter().filter(|b| b.parent.is_none()) {
             let (_, mem, _) = mems
@@ -382,13 +384,13 @@ impl OpenClSession {
             let queue = self
                 .internal_queue(&mem.context)
                 .map_err(|s| SnapshotError::device("create a queue to read buffers", s))?;
-            buffers.push((
-                buffer.id,
-                Box::new(DeviceBufferSource {
-                    mem: mem.clone(),
-                    queue,
-                }),
-            ));
+            let source = DeviceBufferSource {
+                mem: mem.clone(),
+                queue,
+            };
+            // Placed buffers too: `save` closed the placement gate, so
+            // from now on the guest's copies into one go through commands.
+            buffers.push((buffer.id, self.owe_buffer(source)));
         }
         for image in images.iter().filter(|i| i.buffer.is_none()) {
             let (_, mem, _) = mems
@@ -399,10 +401,8 @@ impl OpenClSession {
             let queue = self
                 .internal_queue(&mem.context)
                 .map_err(|s| SnapshotError::device("create a queue to read images", s))?;
-            buffers.push((
-                image.id,
-                Box::new(super::image::ImageContents::new(mem.clone(), queue)),
-            ));
+            let source = Box::new(super::image::ImageContents::new(mem.clone(), queue));
+            buffers.push((image.id, self.owe_image(mem, source)));
         }
         state.images = images;
         state.devices = topology;

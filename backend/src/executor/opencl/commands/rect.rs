@@ -139,7 +139,7 @@ impl OpenClSession {
     ) -> Result<cl_event, Status> {
         let layout = rect.layout(mem.size, data)?;
         if to_device {
-            mem.mark_written();
+            self.before_write(queue.queue.0, mem);
         }
         let segments = if to_device {
             io.out_slices(data)?
