@@ -330,6 +330,19 @@ pub fn parse_device(spec: &str) -> Result<DeviceSelector, ConfigError> {
     }
 }
 
+/// A `vgpu-ctl rehome` target: an OpenCL device (`parse_device`). A CUDA
+/// device is refused with what to do instead.
+pub fn parse_rehome_target(spec: &str) -> Result<DeviceSelector, String> {
+    if spec.starts_with("cuda") {
+        return Err(format!(
+            "cannot re-home to {spec}: re-home moves OpenCL vGPUs; a CUDA vGPU moves by \
+             checkpoint and restore (vgpu-ctl checkpoint FILE --then exit, then \
+             vgpu-backend --device {spec} --restore FILE on the same socket)"
+        ));
+    }
+    parse_device(spec).map_err(|e| e.to_string())
+}
+
 /// A byte count with an optional K, M, G or T suffix (powers of 1024).
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let text = text.trim();
@@ -538,6 +551,19 @@ mod tests {
             let err = parse_device(spec).unwrap_err();
             assert!(err.to_string().contains(spec), "{err}");
         }
+    }
+
+    #[test]
+    fn a_cuda_rehome_target_is_refused_with_the_way_to_move_it() {
+        let e = parse_rehome_target("cuda:1").unwrap_err();
+        assert!(
+            e.contains("checkpoint and restore") && e.contains("--device cuda:1"),
+            "{e}"
+        );
+        assert_eq!(parse_rehome_target("opencl"), Ok(DeviceSelector::First));
+        assert!(parse_rehome_target("vulkan")
+            .unwrap_err()
+            .contains("vulkan"));
     }
 
     #[test]

@@ -200,7 +200,7 @@ fn run(words: &[&str], supervisor: &Supervisor, out: &Out) -> Result<String, Err
             relay(&worker, &["migration-base", &id, &path], Some(&f), out)
         }
         ["rehome", spec] => {
-            crate::config::parse_device(spec).map_err(|e| bad(e.to_string()))?;
+            crate::config::parse_rehome_target(spec).map_err(bad)?;
             rehome(supervisor, spec, out)
         }
         ["profile", file, rest @ ..] => {

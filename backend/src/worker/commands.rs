@@ -94,7 +94,7 @@ pub fn run(
             Ok(to_line(&ReportReply::from(&report)))
         }
         ["rehome", spec] => {
-            let selector = crate::config::parse_device(spec).map_err(|e| bad(e.to_string()))?;
+            let selector = crate::config::parse_rehome_target(spec).map_err(bad)?;
             let reports = registry
                 .rehome(&selector)
                 .map_err(|e| ErrorReply::new(ErrorCode::RehomeFailed, e))?;
