@@ -136,6 +136,27 @@ pub fn issue(
 /// the program gets its answer; and the memory it holds stays bounded.
 const MAX_IN_FLIGHT: u64 = 2 * vgpu_protocol::limits::MAX_BATCH_COUNT as u64;
 
+/// Parameter bytes of launches not yet issued, at most: a guest whose
+/// kernels take 32 KiB of parameters must not make the queue hold 256 MiB
+/// of the host's memory. Ordinary launches (a few hundred bytes) never
+/// reach it.
+const MAX_BYTES_IN_FLIGHT: u64 = 16 << 20;
+
+/// How many launches must be issued in all before one of `bytes` more
+/// parameter bytes is handed over, given `handed` launches handed and
+/// `issued` issued, holding `in_flight` parameter bytes; `None`: no wait.
+fn room_needed(handed: u64, issued: u64, in_flight: u64, bytes: u64) -> Option<u64> {
+    if in_flight.saturating_add(bytes) > MAX_BYTES_IN_FLIGHT && handed > issued {
+        // Everything handed so far: the bytes then all come back.
+        Some(handed)
+    } else if handed - issued >= MAX_IN_FLIGHT {
+        // Half of the queue: one sleep and one wake-up for thousands.
+        Some(handed - MAX_IN_FLIGHT / 2)
+    } else {
+        None
+    }
+}
+
 /// A launch the driver refused: the batch and the call it answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LateFailure {
@@ -155,6 +176,8 @@ struct Shared {
     /// Launches handed over, and launches issued (and dropped) so far.
     handed: AtomicU64,
     issued: AtomicU64,
+    /// Parameter bytes of the launches handed over and not yet issued.
+    bytes_in_flight: AtomicU64,
     /// The batch's thread sleeps on `progress` until `issued` reaches
     /// `wake_at` (the launch thread then wakes it, once).
     waiting: AtomicBool,
@@ -183,6 +206,7 @@ impl Launcher {
             progress: Condvar::new(),
             handed: AtomicU64::new(0),
             issued: AtomicU64::new(0),
+            bytes_in_flight: AtomicU64::new(0),
             waiting: AtomicBool::new(false),
             wake_at: AtomicU64::new(0),
         });
@@ -197,14 +221,20 @@ impl Launcher {
     }
 
     /// Hands a launch over; it is issued after every launch handed before.
-    /// With `MAX_IN_FLIGHT` launches not issued yet, waits until half of
-    /// them are: one sleep and one wake-up for thousands of launches.
+    /// Waits first while the queue holds too many launches or parameter
+    /// bytes (`room_needed`).
     pub fn hand_over(&self, launch: PreparedLaunch) {
         let shared = &*self.shared;
-        let handed = shared.handed.load(Ordering::SeqCst);
-        if handed - shared.issued.load(Ordering::SeqCst) >= MAX_IN_FLIGHT {
-            self.wait_until_issued(handed - MAX_IN_FLIGHT / 2);
+        let bytes = launch.params.len() as u64;
+        if let Some(count) = room_needed(
+            shared.handed.load(Ordering::SeqCst),
+            shared.issued.load(Ordering::SeqCst),
+            shared.bytes_in_flight.load(Ordering::SeqCst),
+            bytes,
+        ) {
+            self.wait_until_issued(count);
         }
+        shared.bytes_in_flight.fetch_add(bytes, Ordering::SeqCst);
         let mut queue = lock(&shared.queue);
         queue.launches.push(launch);
         let wake = queue.asleep;
@@ -320,6 +350,9 @@ fn run(shared: &Shared) {
             }
             // The objects are let go here, on this thread, before the
             // batch's thread may release its own holds (it drains first).
+            shared
+                .bytes_in_flight
+                .fetch_sub(launch.params.len() as u64, Ordering::SeqCst);
             drop(launch);
             let issued = shared.issued.fetch_add(1, Ordering::SeqCst) + 1;
             if shared.waiting.load(Ordering::SeqCst)
@@ -329,5 +362,26 @@ fn run(shared: &Shared) {
                 shared.progress.notify_all();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_queue_is_bounded_in_launches_and_in_parameter_bytes() {
+        assert_eq!(room_needed(10, 5, 1000, 256), None);
+        // Full: wait until half of it is issued.
+        let full = MAX_IN_FLIGHT;
+        assert_eq!(room_needed(full + 7, 7, 0, 8), Some(7 + MAX_IN_FLIGHT / 2));
+        // Too many bytes: wait for everything handed so far.
+        let big = 32 << 10;
+        assert_eq!(
+            room_needed(600, 100, MAX_BYTES_IN_FLIGHT - big + 1, big),
+            Some(600)
+        );
+        // An empty queue takes any launch.
+        assert_eq!(room_needed(600, 600, 0, MAX_BYTES_IN_FLIGHT + 1), None);
     }
 }
