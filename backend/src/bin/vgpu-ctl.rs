@@ -71,13 +71,15 @@ enum Command {
         /// computing, then pause it only to capture the objects: buffers
         /// written since their copy are owed to the checkpoint and read
         /// after it resumes, the guest's first write to one preserving
-        /// it first (copy-on-write, OpenCL; CUDA reads them in the
-        /// pause); 0 copies everything while it waits (stop-and-copy).
+        /// it first (copy-on-write, OpenCL; CUDA allocations are copied
+        /// on the device in the pause and read after it); 0 copies
+        /// everything while it waits (stop-and-copy).
         #[arg(long, default_value_t = 5)]
         rounds: u32,
         /// Copy nothing in rounds: pause the guest only to capture the
         /// objects and owe every buffer to the checkpoint, read after it
-        /// resumes (OpenCL; the pause reads CUDA memory).
+        /// resumes (OpenCL; CUDA allocations are copied on the device in
+        /// the pause).
         #[arg(long, conflicts_with = "rounds")]
         copy_on_write: bool,
         /// Write only the buffers changed since BASE, the vGPU's last

@@ -91,6 +91,15 @@ pub trait BufferSource: Send {
     fn owed(&self) -> bool {
         false
     }
+
+    /// Called at a checkpoint's pause (quiesced, the session's work
+    /// finished) for contents the checkpoint would rather read after the
+    /// guest resumed: whether reads now give the contents as of the pause
+    /// whatever the guest writes later, making it so if the source can
+    /// (a device-side copy); false: read them in the pause.
+    fn preserve(&mut self) -> bool {
+        self.owed()
+    }
 }
 
 /// Writes one restored buffer's contents to the device.

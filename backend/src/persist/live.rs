@@ -327,7 +327,7 @@ fn capture_with(
                 }
                 let content = match staged {
                     Some(staged) => Content::Data(staged.data),
-                    None if owing && source.owed() => {
+                    None if owing && source.preserve() => {
                         owed_bytes += source.size();
                         Content::Owed(Mutex::new(Some(source)))
                     }

@@ -22,6 +22,7 @@ mod pinned;
 mod probe;
 mod readback;
 mod session;
+mod shadow;
 mod snapshot;
 mod sync;
 mod transfer;
@@ -58,6 +59,8 @@ pub struct DeviceShared {
     /// (`guest_pins.rs`), and the largest region registered.
     pub guest_pins: std::sync::Mutex<Option<guest_pins::GuestPins>>,
     pub pin_limit: std::sync::atomic::AtomicU64,
+    /// Bytes of device memory held by checkpoint copies (`shadow.rs`).
+    pub shadow_bytes: std::sync::atomic::AtomicU64,
 }
 
 // SAFETY: the device ordinal and the primary context are driver handles
@@ -126,6 +129,7 @@ impl CudaExecutor {
                 primary,
                 guest_pins: std::sync::Mutex::new(None),
                 pin_limit: std::sync::atomic::AtomicU64::new(0),
+                shadow_bytes: std::sync::atomic::AtomicU64::new(0),
             }),
         })
     }

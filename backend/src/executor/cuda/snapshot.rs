@@ -12,10 +12,13 @@
 //! released but another object still holds (a destroyed context whose
 //! module lives on) are saved too, under ids of their own.
 //!
-//! Contents are not owed to live checkpoints (copy-on-write is OpenCL's
-//! only, for now: `opencl::cow`): a live checkpoint reads them in its
-//! pause. A CUDA kernel writes through raw pointers, so every launch would
-//! have to preserve every owed allocation of the session first.
+//! A live checkpoint's pause copies the allocations written since their
+//! round copy on the device (`shadow.rs`, within a budget) and reads those
+//! copies after the guest resumed: a CUDA kernel writes through raw
+//! pointers, so OpenCL's copy-on-write at the first write would have to
+//! preserve every allocation at the first launch anyway, and the GPU
+//! copies them in about a millisecond per GiB. Module globals are read in
+//! the pause.
 //!
 //! Save and restore run on the thread that asked for them (the control
 //! connection, the device-state transfer, start-up), never the session's
@@ -173,6 +176,8 @@ struct AllocationContents {
     shared: Arc<DeviceShared>,
     /// The session's mark (kernel launches).
     session_written: Arc<WriteMark>,
+    /// A copy taken at a checkpoint's pause (`preserve`), read instead.
+    shadow: Option<super::shadow::Shadow>,
 }
 
 impl BufferSource for AllocationContents {
@@ -181,8 +186,23 @@ impl BufferSource for AllocationContents {
     }
 
     fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), Status> {
-        let a = &self.allocation;
-        copy_out(self.shared.primary, a.addr, a.size, offset, buf)
+        let (ptr, size) = match &self.shadow {
+            Some(shadow) => shadow.range(),
+            None => (self.allocation.addr, self.allocation.size),
+        };
+        copy_out(self.shared.primary, ptr, size, offset, buf)
+    }
+
+    fn owed(&self) -> bool {
+        self.shadow.is_some()
+    }
+
+    fn preserve(&mut self) -> bool {
+        if self.shadow.is_none() {
+            let a = &self.allocation;
+            self.shadow = super::shadow::Shadow::take(&self.shared, a.addr, a.size);
+        }
+        self.shadow.is_some()
     }
 
     fn object(&self) -> Option<(u64, u64)> {
@@ -201,6 +221,7 @@ impl CudaSession {
             allocation,
             shared: self.shared.clone(),
             session_written: self.written.clone(),
+            shadow: None,
         })
     }
 }
@@ -290,6 +311,7 @@ impl CudaSession {
                     allocation: allocation.clone(),
                     shared: self.shared.clone(),
                     session_written: self.written.clone(),
+                    shadow: None,
                 }),
             ));
         }
@@ -517,6 +539,7 @@ impl CudaSession {
                     allocation,
                     shared: self.shared.clone(),
                     session_written: self.written.clone(),
+                    shadow: None,
                 }),
             );
         }
