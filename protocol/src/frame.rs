@@ -306,11 +306,12 @@ impl ReplyBuilder {
 
     /// Changes the status of record `index` (in push order), for a call
     /// whose outcome was only known after later records were pushed (work
-    /// the backend handed to another thread). Records that were dropped
-    /// for want of room are left as they are.
-    pub fn set_status(&mut self, index: usize, status: Status) {
+    /// the backend handed to another thread), and returns the record's
+    /// opcode. Records that were dropped for want of room are left as they
+    /// are (`None`).
+    pub fn set_status(&mut self, index: usize, status: Status) -> Option<u32> {
         if index >= self.count as usize {
-            return;
+            return None;
         }
         let bytes = &mut self.w.bytes;
         let mut at = REPLY_HEADER_LEN;
@@ -319,6 +320,9 @@ impl ReplyBuilder {
             at += RECORD_HEADER_LEN + len as usize + padding8(len as usize);
         }
         bytes[at + 4..at + 8].copy_from_slice(&status.0.to_le_bytes());
+        Some(u32::from_le_bytes(
+            bytes[at..at + 4].try_into().expect("4 bytes"),
+        ))
     }
 
     pub fn finish(mut self) -> Vec<u8> {
@@ -359,6 +363,14 @@ pub struct Reply {
     /// batch). The guest reports it as a deferred call's failure.
     pub earlier: Status,
     pub records: Vec<ReplyRecord>,
+}
+
+/// The length a reply's header gives (header included), from its first
+/// `REPLY_HEADER_LEN` bytes; `None` when they are fewer. Unchecked: a
+/// reader clamps it to what it has.
+pub fn reply_len(header: &[u8]) -> Option<usize> {
+    let bytes = header.get(12..16)?;
+    Some(u32::from_le_bytes(bytes.try_into().ok()?) as usize)
 }
 
 /// Decodes a reply stream (guest side); total like `decode`.

@@ -180,10 +180,19 @@ fn a_record_status_set_after_later_records_is_the_one_decoded() {
     reply.push(opcode::GetInfo, 1, Status::SUCCESS, b"abc");
     reply.push(opcode::GetInfo, 2, Status::SUCCESS, &[7u8; 9]);
     reply.push(opcode::GetInfo, 3, Status::SUCCESS, b"");
-    reply.set_status(1, Status::OUT_OF_RESOURCES);
-    reply.set_status(2, Status::INVALID_OPERATION);
-    reply.set_status(3, Status::INVALID_OPERATION);
-    let parsed = decode_reply(&reply.finish()).unwrap();
+    assert_eq!(
+        reply.set_status(1, Status::OUT_OF_RESOURCES),
+        Some(opcode::GetInfo)
+    );
+    assert_eq!(
+        reply.set_status(2, Status::INVALID_OPERATION),
+        Some(opcode::GetInfo)
+    );
+    assert_eq!(reply.set_status(3, Status::INVALID_OPERATION), None);
+    let bytes = reply.finish();
+    assert_eq!(vgpu_protocol::frame::reply_len(&bytes), Some(bytes.len()));
+    assert_eq!(vgpu_protocol::frame::reply_len(&bytes[..15]), None);
+    let parsed = decode_reply(&bytes).unwrap();
     let statuses: Vec<Status> = parsed.records.iter().map(|r| r.status).collect();
     assert_eq!(
         statuses,

@@ -194,9 +194,7 @@ impl SessionState {
         // Counted here, published once per batch: a few atomic adds per
         // batch rather than per message.
         let mut counts = crate::vgpu::metrics::BatchCounts::default();
-        let mut opcodes = Vec::with_capacity(batch.messages.len());
         for (index, message) in batch.messages.into_iter().enumerate() {
-            opcodes.push(message.opcode);
             self.check_continuity(message.seq);
             let result = match message.body {
                 Err(e) => {
@@ -220,8 +218,9 @@ impl SessionState {
         }
         let late = self.exec.finish_batch();
         for (index, status) in late.failed {
-            reply.set_status(index, status);
-            counts.note_late_failure(opcodes.get(index).copied().unwrap_or(0));
+            if let Some(op) = reply.set_status(index, status) {
+                counts.note_late_failure(op);
+            }
         }
         if let Some(status) = late.earlier {
             reply.set_earlier(status);

@@ -601,8 +601,9 @@ impl Loopback {
             let mut header = [0u8; vgpu_protocol::frame::REPLY_HEADER_LEN];
             if header.len() <= written {
                 self.device.read_guest(started.reply_at, &mut header)?;
-                let len = u32::from_le_bytes(header[12..16].try_into().expect("4 bytes")) as usize;
-                written = len.clamp(header.len(), written);
+                if let Some(len) = vgpu_protocol::frame::reply_len(&header) {
+                    written = len.clamp(header.len(), written);
+                }
             }
         }
         let copied = written.min(reply.len());
