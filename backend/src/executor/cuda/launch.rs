@@ -389,18 +389,16 @@ impl CudaSession {
         // that thread still has launches (issuing it here would pass them).
         self.launch_streak = self.launch_streak.saturating_add(1);
         let behind = self.launcher.as_ref().is_some_and(Launcher::busy);
+        let launch = self.prepare(m, call, function)?;
         if behind || (self.launch_streak >= launcher::STREAK && launcher::enabled()) {
-            let launch = self.prepare(m, call, function)?;
             self.hand_over(launch);
             return Ok(());
         }
-        let stream = self.stream(m.ctx, m.stream)?;
-        self.written.mark();
-        let params = self.translate_params(&function.params, &m.params);
-        launcher::issue(&function, m.grid, m.block, m.shared_mem, stream, &params)
+        launch.issue_here()
     }
 
-    /// The launch, checked and translated for the launch thread.
+    /// The launch, checked and translated, for this thread or the launch
+    /// thread.
     fn prepare(
         &mut self,
         m: &CuLaunchKernel,

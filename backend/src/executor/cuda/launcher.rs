@@ -86,7 +86,7 @@ impl PreparedLaunch {
 }
 
 /// `cuLaunchKernel` with a packed parameter buffer, in the current context.
-pub fn issue(
+fn issue(
     function: &HostFunction,
     grid: [u32; 3],
     block: [u32; 3],
