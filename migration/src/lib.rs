@@ -18,6 +18,7 @@
 pub mod atomic;
 pub mod codec;
 pub mod profile;
+pub mod shared_bytes;
 pub mod state;
 pub mod stream;
 
@@ -27,6 +28,7 @@ pub use profile::{
     check, default_memory_size, Incompatible, MemorySizeError, Profile, Shortfall, SubsetError,
     VectorWidths, Version, MEMORY_GRANULE,
 };
+pub use shared_bytes::SharedBytes;
 pub use state::*;
 pub use stream::{
     base_id, merge, BaseId, Item, MergeError, Progress, ReadError, StreamReader, StreamWriter,

@@ -8,6 +8,7 @@
 //! for.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Whether sessions keep a profile (read once).
@@ -21,6 +22,8 @@ pub struct CallProfile {
     calls: BTreeMap<&'static str, (u64, Duration)>,
     batches: u64,
     batch_time: Duration,
+    /// Named steps of a batch outside its calls (decoding, finishing).
+    phases: BTreeMap<&'static str, Duration>,
 }
 
 impl CallProfile {
@@ -29,6 +32,11 @@ impl CallProfile {
         let entry = self.calls.entry(name).or_default();
         entry.0 += 1;
         entry.1 += took;
+    }
+
+    /// A step `name` of a batch, outside its calls, took `took`.
+    pub fn note_phase(&mut self, name: &'static str, took: Duration) {
+        *self.phases.entry(name).or_default() += took;
     }
 
     /// A whole batch took `took` (its calls included).
@@ -49,6 +57,14 @@ impl CallProfile {
             ms(self.batch_time.saturating_sub(in_calls)),
             us(self.batch_time.saturating_sub(in_calls)) / self.batches.max(1) as f64,
         );
+        for (name, total) in &self.phases {
+            out += &format!(
+                "  batch step {name:<29} {:>12.3} ms {:>10.3} µs/batch\n",
+                ms(*total),
+                us(*total) / self.batches.max(1) as f64
+            );
+        }
+        out += &TRANSPORT.report();
         for (name, (count, total)) in rows {
             out += &format!(
                 "  {name:<40} {count:>10} calls {:>12.3} ms {:>10.3} µs/call\n",
@@ -57,6 +73,65 @@ impl CallProfile {
             );
         }
         out
+    }
+}
+
+/// What the vring thread did, for the whole worker (one VM): chains taken,
+/// the time they took on that thread (resolving, running inline or handing
+/// over, answering), and how each wait for the next one ended.
+#[derive(Default)]
+pub struct TransportProfile {
+    chains: AtomicU64,
+    resolve_ns: AtomicU64,
+    accept_ns: AtomicU64,
+    /// Polls after a chain that found the next one.
+    polled: AtomicU64,
+    /// Times the thread went back to sleep on the kick.
+    slept: AtomicU64,
+}
+
+/// The worker's transport profile (one VM per worker process).
+pub static TRANSPORT: TransportProfile = TransportProfile {
+    chains: AtomicU64::new(0),
+    resolve_ns: AtomicU64::new(0),
+    accept_ns: AtomicU64::new(0),
+    polled: AtomicU64::new(0),
+    slept: AtomicU64::new(0),
+};
+
+impl TransportProfile {
+    /// One chain: `resolve` to turn it into a request, `accept` to run or
+    /// hand it over and answer it if it ran here.
+    pub fn note_chain(&self, resolve: Duration, accept: Duration) {
+        self.chains.fetch_add(1, Ordering::Relaxed);
+        self.resolve_ns
+            .fetch_add(resolve.as_nanos() as u64, Ordering::Relaxed);
+        self.accept_ns
+            .fetch_add(accept.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// The poll after a chain found (`true`) or did not find the next.
+    pub fn note_poll(&self, found: bool) {
+        if found {
+            self.polled.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The vring thread goes back to waiting for a kick.
+    pub fn note_sleep(&self) {
+        self.slept.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn report(&self) -> String {
+        let chains = self.chains.load(Ordering::Relaxed);
+        let per = |ns: &AtomicU64| ns.load(Ordering::Relaxed) as f64 / 1e3 / chains.max(1) as f64;
+        format!(
+            "  vring thread: {chains} chains, {:.3} µs resolving and {:.3} µs running or handing over a chain; next chain found by polling {} times, slept on the kick {} times\n",
+            per(&self.resolve_ns),
+            per(&self.accept_ns),
+            self.polled.load(Ordering::Relaxed),
+            self.slept.load(Ordering::Relaxed),
+        )
     }
 }
 

@@ -190,6 +190,9 @@ impl SessionState {
                 return ReplyBuilder::refused(e.status());
             }
         };
+        if let (Some(p), Some(t)) = (self.profile.as_mut(), started) {
+            p.note_phase("decode", t.elapsed());
+        }
         let mut reply = ReplyBuilder::new(batch.header.reply_capacity);
         // Counted here, published once per batch: a few atomic adds per
         // batch rather than per message.
@@ -216,6 +219,7 @@ impl SessionState {
                 Err(status) => reply.push(message.opcode, message.seq, status, &[]),
             }
         }
+        let finishing = profile::start();
         let late = self.exec.finish_batch();
         for (index, status) in late.failed {
             if let Some(op) = reply.set_status(index, status) {
@@ -229,6 +233,9 @@ impl SessionState {
         counts.to_guest = chain.io.moved_in;
         self.metrics.note_batch(&counts);
         let reply = reply.finish();
+        if let (Some(p), Some(t)) = (self.profile.as_mut(), finishing) {
+            p.note_phase("finish and reply", t.elapsed());
+        }
         if let (Some(p), Some(t)) = (self.profile.as_mut(), started) {
             p.note_batch(t.elapsed());
         }

@@ -108,13 +108,19 @@ impl VgpuDevice {
                     .pop_descriptor_chain(mem.clone());
                 let Some(chain) = chain else { break };
                 let head = chain.head_index();
+                let started = crate::vgpu::profile::start();
                 match resolve(chain, mem.clone()) {
                     Ok(resolved) => {
+                        let resolved_at = started.map(|t| (t, t.elapsed()));
                         let vring = vring.clone();
                         self.inner.vgpu.accept(
                             resolved,
                             Box::new(move |head, used| return_chain(&vring, head, used)),
                         );
+                        if let Some((t, resolving)) = resolved_at {
+                            crate::vgpu::profile::TRANSPORT
+                                .note_chain(resolving, t.elapsed() - resolving);
+                        }
                     }
                     Err(e) => {
                         crate::guest_warn!(
@@ -125,12 +131,19 @@ impl VgpuDevice {
                     }
                 }
             }
-            if self.poll_for_more(vring, &mem) {
+            let found = self.poll_for_more(vring, &mem);
+            if crate::vgpu::profile::enabled() {
+                crate::vgpu::profile::TRANSPORT.note_poll(found);
+            }
+            if found {
                 continue;
             }
             // Re-enabled, then looked at again: a request published in
             // between would otherwise wait for a kick that never comes.
             if !vring.enable_notification().map_err(io::Error::other)? {
+                if crate::vgpu::profile::enabled() {
+                    crate::vgpu::profile::TRANSPORT.note_sleep();
+                }
                 break;
             }
         }

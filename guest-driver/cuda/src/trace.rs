@@ -189,7 +189,14 @@ pub fn batched(name: &'static str) {
 extern "C" fn write_at_exit() {
     let _ = std::panic::catch_unwind(|| {
         let Some(t) = tracer() else { return };
-        let table = crate::runtime::lock(&t.profile).table();
+        let mut table = crate::runtime::lock(&t.profile).table();
+        let waits = &vgpu_transport::loopback::WAIT_COUNTS;
+        table.push_str(&format!(
+            "waits: {} kicks sent, {} answers found while looking, {} sleeps on the call eventfd (since start)\n",
+            waits.kicks.load(Ordering::Relaxed),
+            waits.found_looking.load(Ordering::Relaxed),
+            waits.slept.load(Ordering::Relaxed),
+        ));
         let written = match &t.path {
             Some(path) => std::fs::write(path, &table),
             None => std::io::stderr().write_all(table.as_bytes()),

@@ -23,8 +23,8 @@ mod device;
 mod memory;
 
 pub use device::{
-    HandshakeError, LoopbackDevice, DEFAULT_FEATURES, VHOST_USER_F_PROTOCOL_FEATURES,
-    VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
+    HandshakeError, LoopbackDevice, WaitCounts, DEFAULT_FEATURES, VHOST_USER_F_PROTOCOL_FEATURES,
+    VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC, WAIT_COUNTS,
 };
 pub use memory::{GuestRam, MemoryLayout, EVENT_BUFFER_LEN};
 

@@ -147,7 +147,8 @@ record! {
         pub guest: Option<GuestRef>,
         pub context: ObjectId,
         pub kind: CudaImageKind,
-        pub image: Vec<u8>,
+        /// Shared with the live module: a capture takes no copy.
+        pub image: crate::SharedBytes,
         /// The lowest compute capability that can JIT the module's PTX (its
         /// `.target`); `None` when the image holds no PTX.
         pub ptx_target: Option<CudaArch>,
@@ -347,7 +348,7 @@ mod tests {
             guest: Some(GuestRef { handle: 5, refs: 1 }),
             context: 3,
             kind,
-            image: b".version 8.0\n.target sm_90\n".to_vec(),
+            image: b".version 8.0\n.target sm_90\n".to_vec().into(),
             ptx_target: ptx,
             cubin_archs: cubins.iter().map(|s| CudaArch::from_sm(*s)).collect(),
         }
@@ -663,7 +664,7 @@ mod tests {
                     guest: g(6),
                     context: 1 << 63,
                     kind: CudaImageKind::Fatbin,
-                    image: vec![0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0],
+                    image: vec![0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0].into(),
                     ptx_target: None,
                     cubin_archs: vec![CudaArch::new(8, 0), CudaArch::new(9, 0)],
                 },

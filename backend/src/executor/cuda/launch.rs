@@ -130,6 +130,7 @@ impl CudaSession {
         let module = HostModule {
             raw,
             kind,
+            archs: super::image::archs(kind, &image),
             image: image.into(),
             globals: Mutex::new(Vec::new()),
             functions: Mutex::new(Vec::new()),

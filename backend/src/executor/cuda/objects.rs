@@ -38,6 +38,9 @@ pub struct HostModule {
     /// Kept for snapshots: PTX or a fat binary can be rebuilt for another
     /// architecture; a cubin only for the one it was built for.
     pub image: Arc<[u8]>,
+    /// The code the image holds, read once at load (not in a checkpoint's
+    /// pause, where a large fat binary's walk would hold the guest).
+    pub archs: super::image::ImageArchs,
     /// Globals handed out.
     pub globals: Mutex<Vec<Global>>,
     /// Guest handles of the functions looked up in it (released with it).

@@ -316,13 +316,13 @@ impl CudaSession {
             ));
         }
         for (mid, module, guest) in &modules.order {
-            let archs = image::archs(module.kind, &module.image);
+            let archs = module.archs.clone();
             cuda.modules.push(m::CudaModuleState {
                 id: *mid,
                 guest: *guest,
                 context: contexts.id(&module.ctx),
                 kind: to_kind(module.kind),
-                image: module.image.to_vec(),
+                image: module.image.clone().into(),
                 ptx_target: archs.ptx_target,
                 cubin_archs: archs.cubins,
             });
@@ -548,10 +548,13 @@ impl CudaSession {
         for saved in &cuda.modules {
             let ctx = context(saved.context)?;
             let kind = from_kind(saved.kind);
-            let mut image = saved.image.clone();
-            if kind == ImageKind::Ptx && image.last() != Some(&0) {
-                image.push(0);
-            }
+            let image: Arc<[u8]> = if kind == ImageKind::Ptx && saved.image.last() != Some(&0) {
+                let mut terminated = saved.image.to_vec();
+                terminated.push(0);
+                terminated.into()
+            } else {
+                saved.image.shared()
+            };
             let fail = rebuild_error("CUDA module".into(), saved.id);
             if ImageKind::detect(&image) != Some(kind) || !check_image(kind, &image) {
                 return Err(fail(Status(result::ERROR_INVALID_IMAGE)));
@@ -567,7 +570,8 @@ impl CudaSession {
                 Arc::new(HostModule {
                     raw,
                     kind,
-                    image: image.into(),
+                    archs: image::archs(kind, &image),
+                    image,
                     globals: Mutex::new(Vec::new()),
                     functions: Mutex::new(Vec::new()),
                     ctx,

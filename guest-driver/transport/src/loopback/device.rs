@@ -34,6 +34,7 @@ use std::io;
 use std::ops::Range;
 use std::os::fd::AsRawFd;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -92,6 +93,7 @@ impl Queue {
     }
 
     fn kick(&self) -> io::Result<()> {
+        WAIT_COUNTS.kicks.fetch_add(1, Ordering::Relaxed);
         match self.kick.write(1) {
             // The counter is saturated: the backend has a kick pending anyway.
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
@@ -134,6 +136,23 @@ impl std::fmt::Debug for LoopbackDevice {
             .finish()
     }
 }
+
+/// How this process's waits for the backend went, for profiles
+/// (`VGPU_CUDA_TRACE`): kicks sent, answers found while looking, and
+/// sleeps on the call eventfd. A few relaxed atomic adds per batch.
+#[derive(Debug, Default)]
+pub struct WaitCounts {
+    pub kicks: AtomicU64,
+    pub found_looking: AtomicU64,
+    pub slept: AtomicU64,
+}
+
+/// The process's [`WaitCounts`], all loopback devices together.
+pub static WAIT_COUNTS: WaitCounts = WaitCounts {
+    kicks: AtomicU64::new(0),
+    found_looking: AtomicU64::new(0),
+    slept: AtomicU64::new(0),
+};
 
 /// How long `wait_used` polls the used ring before it sleeps. Long enough
 /// for a synchronous copy of a few MiB (1 MiB of page-locked memory takes
@@ -322,6 +341,7 @@ impl LoopbackDevice {
         let spin_until = Instant::now() + SPIN;
         while Instant::now() < spin_until {
             if let Some(used) = self.submit.ring.pop_used() {
+                WAIT_COUNTS.found_looking.fetch_add(1, Ordering::Relaxed);
                 return Ok(Some(used));
             }
             // Yield rather than spin: where the backend's thread has to
@@ -342,6 +362,7 @@ impl LoopbackDevice {
                     _ => return Ok(None),
                 },
             };
+            WAIT_COUNTS.slept.fetch_add(1, Ordering::Relaxed);
             self.sleep_on_call(left)?;
         }
     }
