@@ -8,6 +8,7 @@ pub mod image;
 pub mod limits;
 pub mod messages;
 pub mod objects;
+pub mod pacing;
 pub mod status;
 
 pub use codec::DataRef;

@@ -4,6 +4,7 @@
 //! quiesced (for a snapshot) and paused (no batch runs until resumed).
 
 pub mod heap;
+mod in_flight;
 pub mod metrics;
 pub mod profile;
 pub mod session;
@@ -94,7 +95,7 @@ pub struct Vgpu {
     /// the OpenCL executor's offer), replaced only by a restored state's.
     profile: RwLock<Arc<Profile>>,
     /// Chains accepted and not yet returned.
-    in_flight: Arc<(Mutex<usize>, std::sync::Condvar)>,
+    in_flight: Arc<in_flight::InFlight>,
     /// Chains counted against `--max-in-flight`: a chain leaves this count
     /// before the guest can see it returned, so the guest's next chain is
     /// never refused for one it already has back (`in_flight` drops only
@@ -134,7 +135,7 @@ impl Vgpu {
             warnings: Default::default(),
             sessions: Mutex::new(HashMap::new()),
             held: Mutex::new(None),
-            in_flight: Arc::new((Mutex::new(0), std::sync::Condvar::new())),
+            in_flight: Arc::default(),
             admitted: Default::default(),
             metrics: Default::default(),
             jobs_queued: Default::default(),
@@ -320,12 +321,7 @@ impl Vgpu {
     /// stopping: `GET_VRING_BASE` must see them all used); gives up after
     /// `limit`. Returns whether it drained.
     pub fn wait_idle(&self, limit: std::time::Duration) -> bool {
-        let (count, idle) = &*self.in_flight;
-        let guard = count.lock().unwrap_or_else(|e| e.into_inner());
-        let (guard, _) = idle
-            .wait_timeout_while(guard, limit, |n| *n > 0)
-            .unwrap_or_else(|e| e.into_inner());
-        *guard == 0
+        self.in_flight.wait_idle(limit)
     }
 
     /// Accepts a chain from the vring: counted in flight until returned.
@@ -337,7 +333,7 @@ impl Vgpu {
             crate::guest_warn!(self.warnings, "refusing a chain: {limit} already in flight");
             return complete(chain, ReplyBuilder::refused(Status::OUT_OF_RESOURCES), done);
         }
-        *self.in_flight.0.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        self.in_flight.enter();
         let in_flight = self.in_flight.clone();
         let admitted = self.admitted.clone();
         self.submit(
@@ -345,12 +341,7 @@ impl Vgpu {
             Box::new(move |head, used| {
                 admitted.fetch_sub(1, Ordering::AcqRel);
                 done(head, used);
-                let (count, idle) = &*in_flight;
-                let mut n = count.lock().unwrap_or_else(|e| e.into_inner());
-                *n -= 1;
-                if *n == 0 {
-                    idle.notify_all();
-                }
+                in_flight.leave();
             }),
         );
     }

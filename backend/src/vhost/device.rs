@@ -165,8 +165,8 @@ impl VgpuDevice {
         if self.inner.poll.is_zero() {
             return false;
         }
-        let until = std::time::Instant::now() + self.inner.poll;
-        while std::time::Instant::now() < until {
+        let mut pacer = vgpu_protocol::pacing::LookPacer::new(self.inner.poll);
+        loop {
             if self.inner.vgpu.has_queued_jobs() {
                 return false;
             }
@@ -178,12 +178,13 @@ impl VgpuDevice {
                 Err(_) => return false,
             }
             drop(state);
-            // Yielding, not spinning: where the guest's thread has to share
-            // this core (a loaded host), it runs at once instead of after
-            // the whole budget.
-            std::thread::yield_now();
+            // Paced to the host: where the guest's thread has to share this
+            // core (a small host), it runs at once instead of after the
+            // whole budget.
+            if !pacer.pause() {
+                return false;
+            }
         }
-        false
     }
 
     /// Whether the driver's available index is at most a ring's worth ahead.

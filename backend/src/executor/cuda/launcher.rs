@@ -29,6 +29,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use cudarc::driver::sys;
+use vgpu_protocol::pacing::LookPacer;
 use vgpu_protocol::Status;
 
 use super::driver::{check, make_current};
@@ -267,10 +268,8 @@ impl Launcher {
     /// asleep until the launch thread reports progress.
     fn wait_until_issued(&self, count: u64) {
         let shared = &*self.shared;
-        let until = Instant::now() + SPIN;
-        while shared.issued.load(Ordering::SeqCst) < count && Instant::now() < until {
-            std::hint::spin_loop();
-        }
+        let mut pacer = LookPacer::new(SPIN);
+        while shared.issued.load(Ordering::SeqCst) < count && pacer.pause() {}
         if shared.issued.load(Ordering::SeqCst) >= count {
             return;
         }
@@ -310,10 +309,8 @@ fn run(shared: &Shared) {
     loop {
         // Look for a while before sleeping: in a run of launches the next
         // one comes within a microsecond or two.
-        let until = Instant::now() + SPIN;
-        while shared.handed.load(Ordering::SeqCst) == taken && Instant::now() < until {
-            std::hint::spin_loop();
-        }
+        let mut pacer = LookPacer::new(SPIN);
+        while shared.handed.load(Ordering::SeqCst) == taken && pacer.pause() {}
         let launches = {
             let mut queue = lock(&shared.queue);
             while queue.launches.is_empty() && !queue.stop {

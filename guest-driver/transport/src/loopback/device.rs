@@ -158,9 +158,9 @@ pub static WAIT_COUNTS: WaitCounts = WaitCounts {
 /// for a synchronous copy of a few MiB (1 MiB of page-locked memory takes
 /// about 27 µs on an H100): an answer that lands just after the poll gave
 /// up costs a sleep and a wake-up, which on the GPU machine's VM took tens
-/// of microseconds and halved 1 MiB copies. The poll yields between looks,
-/// so a backend sharing the core gets it; the CUDA driver itself spins
-/// before it sleeps by default.
+/// of microseconds and halved 1 MiB copies. The look is paced to the host
+/// (`vgpu_protocol::pacing`), so a backend sharing the core gets it; the
+/// CUDA driver itself spins before it sleeps by default.
 const SPIN: Duration = Duration::from_micros(200);
 
 impl LoopbackDevice {
@@ -338,15 +338,17 @@ impl LoopbackDevice {
         let deadline = timeout.map(|t| Instant::now() + t);
         // Most answers come within microseconds: look for a while before
         // paying for a sleep and a wake-up.
-        let spin_until = Instant::now() + SPIN;
-        while Instant::now() < spin_until {
+        let mut pacer = vgpu_protocol::pacing::LookPacer::new(SPIN);
+        loop {
             if let Some(used) = self.submit.ring.pop_used() {
                 WAIT_COUNTS.found_looking.fetch_add(1, Ordering::Relaxed);
                 return Ok(Some(used));
             }
-            // Yield rather than spin: where the backend's thread has to
-            // share this core, it gets it at once.
-            std::thread::yield_now();
+            // Paced to the host: where the backend's thread has to share
+            // this core, it gets it at once.
+            if !pacer.pause() {
+                break;
+            }
         }
         loop {
             // Arm first, then look: a used element that lands between the
