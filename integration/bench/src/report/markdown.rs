@@ -170,9 +170,19 @@ impl Report<'_> {
 
     fn targets(&self, md: &mut String) {
         let _ = writeln!(md, "\n## Targets (from the issues)\n");
-        let _ = writeln!(md, "| target | measured | |\n| --- | --- | --- |");
+        let _ = writeln!(
+            md,
+            "| target | issue | measured | |\n| --- | --- | --- | --- |"
+        );
         for v in self.verdicts {
-            let _ = writeln!(md, "| {} | {} | {} |", v.target, v.measured, v.label());
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} |",
+                v.target,
+                v.issue,
+                v.measured,
+                v.label()
+            );
         }
     }
 
@@ -267,10 +277,15 @@ fn section_note(section: Section) -> Option<&'static str> {
     match section {
         Section::Micro => Some(
             "Programs in `integration/bench/c/` (C, `-lOpenCL`, so both sides run identical code). \
-Round trip: calls timed in batches of 10, each run's figure is the median per-call time of its batches. \
-`clFinish` on an empty queue always travels to the backend and back; the vgpu ICD answers \
-`clGetDeviceInfo` from a cache after the first query, so that line shows the cost of a call that \
-needs no round trip. Enqueue rate: one-work-item kernels without events, then `clFinish`; \
+Round trip: `clGetProgramInfo(CL_PROGRAM_NUM_KERNELS)` of a built one-kernel program is the call \
+that always travels to the backend and back through vgpu (the ICD keeps no copy of it). \
+\"Busy\": calls back to back, timed in batches of 10, each run's figure the median per-call time of \
+its batches; the backend's vring thread is still polling for the next request when it comes. \
+\"From idle\": each call after 2 ms asleep, longer than the backend's poll budget \
+(`--poll-us`, 50 µs by default), so its thread sleeps on the kick and has to be woken; calls \
+timed one by one, each run's figure their median. The ICD answers `clFinish` of a queue it knows \
+drained and `clGetDeviceInfo` (from a cache after the first query) without a round trip: those \
+lines show the cost of a call that does not travel. Enqueue rate: one-work-item kernels without events, then `clFinish`; \
 the issue rate counts only the enqueue calls. Bandwidth: blocking `clEnqueueWriteBuffer` / \
 `clEnqueueReadBuffer` of one device buffer from ordinary `malloc` memory; each figure moves \
 at least 64 MiB or makes 256 transfers; GB/s = 10⁹ bytes/s.",
