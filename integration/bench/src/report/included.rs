@@ -27,7 +27,7 @@ pub struct Source {
     /// Relative to the workspace root.
     pub path: &'static str,
     pub place: Place,
-    /// Where its figures come from, for the line above it.
+    /// What it holds (where its figures come from), for the line above it.
     pub origin: &'static str,
 }
 
@@ -36,7 +36,7 @@ pub const SOURCES: &[Source] = &[
     Source {
         path: "docs/bench/run-note.md",
         place: Place::RunNote,
-        origin: "notes on the run's figures",
+        origin: "notes on one run's figures",
     },
     Source {
         path: "docs/bench/vm-datapath-section.md",
