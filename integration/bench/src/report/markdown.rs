@@ -352,7 +352,8 @@ const METHOD: &str = "
 - On a machine with few cores the application, the backend's threads and the device's
   worker threads (PoCL on the CPU) share the same cores; through vgpu more threads compete.
 - Benchmarks never fail a test on a timing; `cargo test -p vgpu-bench` only checks that a
-  quick run of the harness produces a complete JSON file.
+  quick run of the harness produces a complete JSON file and a report with every part kept
+  by hand in `docs/bench/`.
 ";
 #[cfg(test)]
 mod tests {
