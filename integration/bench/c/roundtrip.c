@@ -89,7 +89,8 @@ int main(int argc, char **argv)
 {
     cltest_env env;
     cltest_init("roundtrip");
-    cltest_args_check(argc, argv, "rcgi", "[-r REPETITIONS] [-c CALLS] [-g GAP_US] [-i IDLE_CALLS]");
+    cltest_args_check(argc, argv, "rcgi",
+                      "[-r REPETITIONS] [-c CALLS] [-g GAP_US] [-i IDLE_CALLS]");
     long reps = cltest_arg(argc, argv, "-r", 5);
     long calls = cltest_arg(argc, argv, "-c", 20000);
     long gap_us = cltest_arg(argc, argv, "-g", 2000);
