@@ -6,7 +6,8 @@
 #   scripts/bench.sh --quick        tiny sizes, 2 repetitions (< 1 min): target/bench-quick/
 #   scripts/bench.sh --out DIR      bench.json, BENCHMARKS.md and the plots into DIR instead
 #   scripts/bench.sh --vm           also the in-guest figures (builds the patched QEMU and guest image)
-#   scripts/bench.sh -- ARGS...     further vgpu-bench arguments (e.g. -- --only bandwidth)
+#   scripts/bench.sh -- ARGS...     further vgpu-bench arguments (e.g. -- --only bandwidth:
+#                                   a subset goes to target/bench-only/ unless --out says where)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,7 +20,7 @@ while [ $# -gt 0 ]; do
     --out) out=${2:?--out needs a directory}; shift ;;
     --out=*) out=${1#--out=} ;;
     --) shift; extra+=("$@"); break ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -53,8 +54,17 @@ args+=(--backend-arg=--peer-memory)
 if [ "$(id -u)" = 0 ]; then
   args+=(--program-user nobody)
 fi
+# A subset's report would hold only the subset's figures: it never
+# replaces BENCHMARKS.md and docs/bench/bench.json of the full run.
+subset=0
+for a in "${extra[@]}"; do
+  case "$a" in --only|--only=*) subset=1 ;; esac
+done
 if [ "$quick" = 1 ]; then
   args+=(--quick --out "${out:-target/bench-quick}")
+elif [ "$subset" = 1 ] && [ -z "$out" ]; then
+  echo "bench: --only: a subset, written to target/bench-only/ (BENCHMARKS.md is left as it is)"
+  args+=(--out target/bench-only)
 elif [ -n "$out" ]; then
   args+=(--out "$out")
 else

@@ -11,7 +11,7 @@ use crate::error::{io, Error, Result};
 use crate::machine::Machine;
 use crate::record::{self, Record};
 use crate::report::markdown::{Pending, Report, RunInfo};
-use crate::report::{plot, tables, targets};
+use crate::report::{included, plot, tables, targets};
 use crate::runner::{Runner, Side};
 
 /// Everything a run needs to know.
@@ -193,6 +193,12 @@ fn measure(
     };
     let links: Vec<String> = plots.iter().map(|p| relative(p, &md_dir)).collect();
     let json = relative(&options.out.join("bench.json"), &md_dir);
+    let parts = included::load(
+        included::SOURCES,
+        &options.root,
+        |file| relative(file, &md_dir),
+        commit.as_deref(),
+    );
     let info = RunInfo {
         machine,
         device,
@@ -215,6 +221,7 @@ fn measure(
         plots: &links,
         json: &json,
         failures: &failures,
+        included: &parts,
     };
     std::fs::write(&markdown, report.render()).map_err(io("write", &markdown))?;
     eprintln!(

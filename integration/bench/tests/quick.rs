@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use vgpu_bench::record::read_json;
+use vgpu_bench::report::included;
 use vgpu_bench::report::state_tables::lays_out;
 
 fn root() -> PathBuf {
@@ -79,6 +80,8 @@ fn quick_run_writes_a_complete_record_for_every_figure() {
     }
     for kind in [
         "roundtrip_finish",
+        "roundtrip_program_info",
+        "roundtrip_program_info_idle",
         "enqueue_rate",
         "bandwidth_read",
         "bandwidth_write",
@@ -95,6 +98,20 @@ fn quick_run_writes_a_complete_record_for_every_figure() {
     }
     let report = std::fs::read_to_string(out.join("BENCHMARKS.md")).expect("report written");
     assert!(report.contains("## Targets"));
+    // Every part kept by hand is copied in, whatever the run measured
+    // (a note about another run excepted).
+    for source in included::SOURCES {
+        let text = std::fs::read_to_string(root().join(source.path)).expect("included file");
+        if text.starts_with("<!-- vgpu-bench: only for the run of commit ") {
+            continue;
+        }
+        let first_line = text.lines().next().expect("a non-empty file");
+        assert!(
+            report.contains(&format!("[`{}`]", source.path)) && report.contains(first_line),
+            "{} not in the report:\n{report}",
+            source.path
+        );
+    }
     // Migration needs the patched QEMU and the guest image: measured, or
     // said why not.
     let migrated = records

@@ -1,5 +1,6 @@
 //! Tables on stdout, BENCHMARKS.md and the plots.
 
+pub mod included;
 pub mod markdown;
 pub mod plot;
 pub mod state_tables;

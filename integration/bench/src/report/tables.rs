@@ -11,7 +11,15 @@ pub fn section_tables(section: Section, records: &[Record]) -> Vec<Table> {
         |name: &str| -> Vec<&Record> { records.iter().filter(|r| r.benchmark == name).collect() };
     let mut tables = match section {
         Section::Micro => vec![
-            roundtrip(&[of("roundtrip_device_info"), of("roundtrip_finish")].concat()),
+            roundtrip(
+                &[
+                    of("roundtrip_program_info"),
+                    of("roundtrip_program_info_idle"),
+                    of("roundtrip_finish"),
+                    of("roundtrip_device_info"),
+                ]
+                .concat(),
+            ),
             generic(
                 "Enqueue rate",
                 &[of("enqueue_rate"), of("enqueue_issue_rate")].concat(),
@@ -59,6 +67,8 @@ pub fn section_tables(section: Section, records: &[Record]) -> Vec<Table> {
 const KNOWN: &[(&str, Section)] = &[
     ("roundtrip_device_info", Section::Micro),
     ("roundtrip_finish", Section::Micro),
+    ("roundtrip_program_info", Section::Micro),
+    ("roundtrip_program_info_idle", Section::Micro),
     ("enqueue_rate", Section::Micro),
     ("enqueue_issue_rate", Section::Micro),
     ("bandwidth_write", Section::Micro),
