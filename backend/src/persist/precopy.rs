@@ -202,7 +202,7 @@ impl Outgoing {
             .clone()
     }
 
-    /// What is left to send before the VM can stop: [`UNTIL_SENT`] until
+    /// What is left to send before the VM can stop: `UNTIL_SENT` until
     /// the whole checkpoint was handed out, then the bytes of buffers
     /// written since their copy (what the device state at the stop
     /// carries), as last counted. Never waits.
