@@ -17,6 +17,9 @@ use vgpu_protocol::DataRef;
 
 const SIZE: u64 = 4 << 20;
 const CL_MEM_READ_WRITE: u64 = 1;
+/// More than any downtime limit lets QEMU move at the stop (the back-end
+/// answers 2^62 while the whole checkpoint is not all handed out).
+const UNTIL_SENT: u64 = 1 << 60;
 
 /// Session 1 with one buffer (id 5) holding `pattern`.
 fn setup(raw: &mut RawFrontend, pattern: &[u8]) {
@@ -55,6 +58,23 @@ fn pattern() -> Vec<u8> {
         .collect()
 }
 
+/// Takes 64 KiB slices of the stream until `n` bytes came (the stream is
+/// longer).
+fn take_at_least(channel: &mut Channel, n: u64) -> Vec<u8> {
+    let mut taken = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while (taken.len() as u64) < n {
+        let answer = channel.ask("next 65536");
+        let len: usize = answer
+            .strip_prefix("data ")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{answer:?} after {} bytes", taken.len()));
+        taken.extend(channel.bytes(len));
+        assert!(Instant::now() < deadline, "the stream never came");
+    }
+    taken
+}
+
 #[test]
 fn precopy_channel_hands_out_a_whole_checkpoint_and_survives_garbage() {
     let socket = std::env::temp_dir().join(format!("vgpu-precopy-{}.sock", std::process::id()));
@@ -84,16 +104,34 @@ fn precopy_channel_hands_out_a_whole_checkpoint_and_survives_garbage() {
     }
 
     assert_eq!(channel.ask("begin 2"), "ok");
-    let first = channel.ask("pending");
-    let pending: u64 = first
-        .strip_prefix("pending ")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{first:?}"));
+    let pending = |channel: &mut Channel| {
+        let answer = channel.ask("pending");
+        answer
+            .strip_prefix("pending ")
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("{answer:?}"))
+    };
+    let before = pending(&mut channel);
     assert!(
-        pending >= SIZE,
-        "pending {pending} before anything was sent"
+        before >= UNTIL_SENT,
+        "pending {before} before anything was sent"
     );
-    let stream = channel.take_all(1 << 20);
+    // Until the last slice went, QEMU must not stop the VM: the rest
+    // would cross in the downtime.
+    // Asked over several of the back-end's counts (every 50 ms): none
+    // may let QEMU stop.
+    let mut stream = take_at_least(&mut channel, SIZE / 2);
+    let watched = Instant::now();
+    while watched.elapsed() < Duration::from_millis(300) {
+        let halfway = pending(&mut channel);
+        assert!(
+            halfway >= UNTIL_SENT,
+            "pending {halfway} with {} bytes handed out",
+            stream.len()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    stream.extend(channel.take_all(1 << 20));
     assert_eq!(channel.ask("finish"), "ok");
 
     // The guest writes its buffer again: the device state at the stop has

@@ -46,6 +46,13 @@ const RECOUNT: Duration = Duration::from_millis(50);
 const COUNT_LOCK: Duration = Duration::from_millis(20);
 /// A size not counted yet: large, so QEMU keeps iterating meanwhile.
 const UNKNOWN: u64 = u64::MAX / 4;
+/// What `pending` answers until the whole checkpoint was handed out: more
+/// than any downtime limit lets QEMU move at the stop, so that it does
+/// not stop the VM with part of the checkpoint still to send. That part
+/// would cross in the downtime, and the destination, which adopts what it
+/// restored ahead, would wait for it too: at 1 GiB the tail QEMU let
+/// through at its default 300 ms limit held the stop about 100 ms.
+const UNTIL_SENT: u64 = UNKNOWN;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PrecopyError {
@@ -195,30 +202,31 @@ impl Outgoing {
             .clone()
     }
 
-    /// What is left to send before the VM can stop with little to move:
-    /// the rest of the whole stream, and the bytes of buffers written
-    /// since their copy (what the device state at the stop carries), as
-    /// last counted. Never waits.
+    /// What is left to send before the VM can stop: `UNTIL_SENT` until
+    /// the whole checkpoint was handed out, then the bytes of buffers
+    /// written since their copy (what the device state at the stop
+    /// carries), as last counted. Never waits.
     pub fn pending(&mut self) -> u64 {
-        let rest = match self.sent_base {
-            Some(_) => 0,
-            // Never 0 before the end: more is to come.
-            None => {
-                let expected = self.expected.load(Ordering::Relaxed);
-                expected.saturating_sub(self.sent).max(self.queue.queued()) + 1
-            }
-        };
-        // Before the capture every buffer is in `expected`.
-        if self.captured_base().is_none() {
-            return rest;
+        if self.sent_base.is_none() {
+            return UNTIL_SENT;
         }
-        rest.saturating_add(self.changed.load(Ordering::Relaxed))
+        self.changed.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of the whole stream not handed out yet (an estimate until it
+    /// is written); never 0 before the end.
+    fn rest(&self) -> u64 {
+        if self.sent_base.is_some() {
+            return 0;
+        }
+        let expected = self.expected.load(Ordering::Relaxed);
+        expected.saturating_sub(self.sent).max(self.queue.queued()) + 1
     }
 
     /// The stream was all sent: the device state at the stop refers to it.
     pub fn finish(&mut self) -> Result<(), PrecopyError> {
         let Some(base) = self.sent_base.clone() else {
-            return Err(PrecopyError::Unfinished(self.pending()));
+            return Err(PrecopyError::Unfinished(self.rest()));
         };
         self.vgpu
             .migration_base

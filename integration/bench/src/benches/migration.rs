@@ -48,6 +48,13 @@ pub(super) struct Sample {
     /// The destination backend's load of that state, from its first byte
     /// to the vGPU restored: the part of the downtime the vGPU takes.
     pub load_ms: f64,
+    /// With QEMU's pre-copy: how long the source still handed out the
+    /// whole checkpoint after the VM stopped (QEMU may stop it once the
+    /// rest fits in its downtime limit), from QMP's `STOP` to the source
+    /// backend's line saying it was all sent; 0 when it went before. An
+    /// upper bound of the vGPU's share: QEMU's last pass over RAM comes
+    /// first.
+    pub after_stop_ms: f64,
     /// Sent through QEMU's pre-copy before the stop, and in how many copy
     /// rounds (0 and 0 without it).
     pub precopy_bytes: f64,
@@ -57,11 +64,39 @@ pub(super) struct Sample {
     pub downtime_limit_ms: f64,
 }
 
+/// What the guest program writes while it computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum GuestWrites {
+    /// Rewrites this many of its 8 buffers (`checkpoint_loop -a`).
+    Buffers(usize),
+    /// Reads all 8 whole every iteration and writes a 4 KiB result
+    /// (`checkpoint_loop -r 1`), as inference does with its weights.
+    SmallResult,
+}
+
+impl GuestWrites {
+    /// The program's arguments that select it.
+    fn program_args(self) -> Vec<String> {
+        match self {
+            GuestWrites::Buffers(8) => vec![],
+            GuestWrites::Buffers(n) => vec!["-a".into(), n.to_string()],
+            GuestWrites::SmallResult => vec!["-r".into(), "1".into()],
+        }
+    }
+
+    /// The figures' `guest_writes` parameter.
+    pub fn describe(self) -> String {
+        match self {
+            GuestWrites::Buffers(n) => format!("{n} of 8 buffers"),
+            GuestWrites::SmallResult => "reads all 8 buffers, writes a 4 KiB result".into(),
+        }
+    }
+}
+
 /// How a migration run differs from the plain one.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Variant {
-    /// Buffers (of 8) the guest program rewrites (`checkpoint_loop -a`).
-    pub active: usize,
+    pub writes: GuestWrites,
     /// Take a whole checkpoint of the running vGPU first and name it on
     /// both backends (`vgpu-ctl migration-base`): the device state sent at
     /// the stop is then incremental.
@@ -74,7 +109,7 @@ pub(super) struct Variant {
 
 impl Variant {
     const PLAIN: Variant = Variant {
-        active: 8,
+        writes: GuestWrites::Buffers(8),
         lean_on_checkpoint: false,
         qemu_precopy: false,
     };
@@ -188,9 +223,7 @@ pub(super) fn migrate(
     }
 
     let mut program_args = args(&[("-m", size_mib), ("-i", ITERATIONS), ("-p", 1)]);
-    if variant.active != Variant::PLAIN.active {
-        program_args.extend(["-a".to_string(), variant.active.to_string()]);
-    }
+    program_args.extend(variant.writes.program_args());
     let mut source = guest.start(
         source_backend.socket(),
         &source_dir,
@@ -277,13 +310,34 @@ pub(super) fn migrate(
         ))
     })?;
     let (precopy_bytes, rounds) = precopied(&source_backend.log()).unwrap_or((0, 0));
-    // Where the destination's load went: what it restored ahead of the
-    // stop, and what the stop adopted, read from the base or received.
-    for line in dest_backend.log().lines().filter(|l| {
-        l.contains("persist::ahead") || l.contains("persist::adopt") || l.contains("device state:")
-    }) {
-        eprintln!("vgpu-bench: destination: {line}");
-    }
+    let after_stop_ms = if variant.qemu_precopy {
+        let stopped = stopped_at(&source_qmp.events)
+            .ok_or_else(|| Error::Migration("the source QEMU sent no STOP event".into()))?;
+        let streamed = logged_at(&source_backend.log(), "pre-copy: whole checkpoint of ")
+            .ok_or_else(|| {
+                Error::Migration(format!(
+                    "no time on the source backend's pre-copy line:\n{}",
+                    source_backend.log()
+                ))
+            })?;
+        ((streamed - stopped) * 1e3).max(0.0)
+    } else {
+        0.0
+    };
+    // Where the vGPU's share of the downtime went: the source's save at
+    // the stop (its drain and stream), and at the destination what it
+    // restored ahead of the stop, and what the stop adopted, read from the
+    // base or received.
+    echo_lines(
+        "source",
+        &source_backend.log(),
+        &["device state:", "pre-copy: whole"],
+    );
+    echo_lines(
+        "destination",
+        &dest_backend.log(),
+        &["persist::ahead", "persist::adopt", "device state:"],
+    );
     // The program runs on at the destination, on the other device.
     if !dest.wait_for_console("PROGRESS ", STEP_TIMEOUT) {
         return Err(failed(
@@ -298,6 +352,7 @@ pub(super) fn migrate(
         downtime_ms,
         state_bytes: state_bytes as f64,
         load_ms: load_ms as f64,
+        after_stop_ms,
         precopy_bytes: precopy_bytes as f64,
         rounds: rounds as f64,
         downtime_limit_ms: raised.unwrap_or(DEFAULT_DOWNTIME_LIMIT_MS) as f64,
@@ -346,6 +401,16 @@ fn converge(source: &mut Qmp, backend: &Backend) -> Result<Option<u64>> {
         std::thread::sleep(Duration::from_millis(50));
     }
     Ok(None)
+}
+
+/// Prints the lines of a backend's log that hold one of `patterns`.
+fn echo_lines(side: &str, log: &str, patterns: &[&str]) {
+    for line in log
+        .lines()
+        .filter(|l| patterns.iter().any(|p| l.contains(p)))
+    {
+        eprintln!("vgpu-bench: {side}: {line}");
+    }
 }
 
 fn connect(socket: &Path, guest: &RunningGuest) -> Result<Qmp> {
@@ -413,6 +478,23 @@ fn load_ms(log: &str) -> Option<u64> {
     after.strip_suffix(" ms")?.trim().parse().ok()
 }
 
+/// When the VM stopped for the switch-over: the time of QEMU's last `STOP`
+/// event, in seconds since the epoch.
+fn stopped_at(events: &[Value]) -> Option<f64> {
+    let stop = events.iter().rev().find(|e| e["event"] == "STOP")?;
+    let stamp = &stop["timestamp"];
+    Some(stamp["seconds"].as_f64()? + stamp["microseconds"].as_f64()? / 1e6)
+}
+
+/// The time of the first log line holding `pattern`, in seconds since the
+/// epoch: env_logger opens each line with `[2026-11-24T19:56:09.224365Z`.
+fn logged_at(log: &str, pattern: &str) -> Option<f64> {
+    let line = log.lines().find(|l| l.contains(pattern))?;
+    let stamp = line.strip_prefix('[')?.split_whitespace().next()?;
+    let time: jiff::Timestamp = stamp.parse().ok()?;
+    Some(time.as_microsecond() as f64 / 1e6)
+}
+
 /// `N` and `R` of the source backend's `pre-copy: whole checkpoint of N
 /// bytes sent after R copy round(s)`.
 fn precopied(log: &str) -> Option<(u64, u64)> {
@@ -449,5 +531,23 @@ mod tests {
         assert_eq!(precopied(log), Some((67110000, 3)));
         assert_eq!(load_ms("device state: received 1 session(s)"), None);
         assert_eq!(precopied("nothing here"), None);
+    }
+
+    #[test]
+    fn stop_and_log_times_share_a_clock() {
+        let events = [
+            json!({"event": "STOP", "timestamp": {"seconds": 1_795_550_169u64, "microseconds": 100_000}}),
+            json!({"event": "RESUME", "timestamp": {"seconds": 1_795_550_170u64, "microseconds": 0}}),
+        ];
+        let stopped = stopped_at(&events).expect("a STOP event");
+        let log = "[2026-11-24T19:56:09.224365Z INFO  vgpu_backend::persist::precopy] pre-copy: whole checkpoint of 5 bytes sent after 2 copy round(s)\n";
+        let logged = logged_at(log, "pre-copy: whole checkpoint of ").expect("a time");
+        // 2026-11-24T19:56:09Z is 1795550169 s after the epoch.
+        assert!(
+            ((logged - stopped) * 1e3 - 124.365).abs() < 1e-3,
+            "{logged} - {stopped}"
+        );
+        assert_eq!(stopped_at(&events[1..]), None);
+        assert_eq!(logged_at("no stamp here", "no"), None);
     }
 }

@@ -88,6 +88,7 @@ pub fn all() -> Vec<Box<dyn Benchmark>> {
         Box::new(checkpoint::Checkpoint),
         Box::new(rehome::Rehome),
         Box::new(migration::Migration),
-        Box::new(precopy::PrecopyMigration),
+        Box::new(precopy::PrecopyMigration::WRITE_HEAVY),
+        Box::new(precopy::PrecopyMigration::READ_MOSTLY),
     ]
 }

@@ -65,6 +65,10 @@ const PRECOPY: Layout = Layout {
         ("precopy_migration_total_time", "total time (s)"),
         ("precopy_migration_downtime", "downtime (ms)"),
         ("precopy_migration_vgpu_load", "vGPU load at the destination (ms)"),
+        (
+            "precopy_migration_vgpu_after_stop",
+            "vGPU pre-copy after the stop (ms)",
+        ),
         ("precopy_migration_vgpu_state", "vGPU state at the stop (MiB)"),
         ("precopy_migration_precopied", "pre-copied (MiB)"),
         ("precopy_migration_rounds", "copy rounds"),
