@@ -78,8 +78,8 @@ impl CallProfile {
 
 /// What the vring thread did, for the whole worker (one VM): chains taken,
 /// the time they took on that thread (resolving, running inline or handing
-/// over, answering), and how each wait for the next one ended.
-#[derive(Default)]
+/// over, answering), and how each wait for the next one ended. Counted only
+/// with `VGPU_BACKEND_PROFILE=1`.
 pub struct TransportProfile {
     chains: AtomicU64,
     resolve_ns: AtomicU64,
@@ -110,16 +110,18 @@ impl TransportProfile {
             .fetch_add(accept.as_nanos() as u64, Ordering::Relaxed);
     }
 
-    /// The poll after a chain found (`true`) or did not find the next.
-    pub fn note_poll(&self, found: bool) {
-        if found {
+    /// The poll after a chain found the next one.
+    pub fn note_found_by_polling(&self) {
+        if enabled() {
             self.polled.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// The vring thread goes back to waiting for a kick.
     pub fn note_sleep(&self) {
-        self.slept.fetch_add(1, Ordering::Relaxed);
+        if enabled() {
+            self.slept.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     fn report(&self) -> String {

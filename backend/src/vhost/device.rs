@@ -131,19 +131,14 @@ impl VgpuDevice {
                     }
                 }
             }
-            let found = self.poll_for_more(vring, &mem);
-            if crate::vgpu::profile::enabled() {
-                crate::vgpu::profile::TRANSPORT.note_poll(found);
-            }
-            if found {
+            if self.poll_for_more(vring, &mem) {
+                crate::vgpu::profile::TRANSPORT.note_found_by_polling();
                 continue;
             }
             // Re-enabled, then looked at again: a request published in
             // between would otherwise wait for a kick that never comes.
             if !vring.enable_notification().map_err(io::Error::other)? {
-                if crate::vgpu::profile::enabled() {
-                    crate::vgpu::profile::TRANSPORT.note_sleep();
-                }
+                crate::vgpu::profile::TRANSPORT.note_sleep();
                 break;
             }
         }
