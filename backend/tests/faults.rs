@@ -1026,6 +1026,79 @@ fn host_file_leaks(spellings: &[&str]) -> Vec<String> {
     leaks
 }
 
+/// Fuzzing finding (backend_dispatch, a CI smoke run): a `__local`
+/// argument larger than the device's local memory (7 TB in the input) made
+/// PoCL 3.1's CPU device fail `setup_kernel_arg_array_with_locals: Assertion
+/// 'start - local_mem <= local_mem_size'` when the launch ran, aborting the
+/// VM's worker (`fuzz/regressions/backend_dispatch/local-args-beyond-local-memory`).
+/// The launch is refused with `CL_OUT_OF_RESOURCES`; the same kernel with a
+/// small local argument then runs.
+#[test]
+fn local_arguments_beyond_local_memory_are_refused_and_the_daemon_lives() {
+    let mut backend = Backend::start();
+    let mut bystander = Bystander::new(&backend);
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    let local_arg = |size: u64| -> Request {
+        SetKernelArg {
+            kernel: 5,
+            index: 1,
+            arg_kind: ArgKind::Local as u32,
+            size,
+            value: vec![],
+            handle: 0,
+        }
+        .into()
+    };
+    let launch: Request = EnqueueNdRange {
+        queue: 2,
+        kernel: 5,
+        work_dim: 1,
+        offset: [0; 3],
+        global: [4, 1, 1],
+        local: [0; 3],
+        wait: vec![],
+        event: 0,
+    }
+    .into();
+    let setup = raw.batch(
+        1,
+        &[
+            req::context(1),
+            req::queue(2, 1),
+            req::buffer(3, 1, 1, 64),
+            req::program(4, 1, BUMP.as_bytes()),
+            req::build(4),
+            req::kernel(5, 4, b"local_copy"),
+            SetKernelArg {
+                kernel: 5,
+                index: 0,
+                arg_kind: ArgKind::Mem as u32,
+                size: 8,
+                value: vec![],
+                handle: 3,
+            }
+            .into(),
+        ],
+    );
+    assert_all_succeed(&setup.records);
+    for size in [7_696_581_394_448u64, 1 << 40, u64::MAX / 2] {
+        let reply = raw.batch(
+            1,
+            &[local_arg(size), launch.clone(), Finish { queue: 2 }.into()],
+        );
+        assert_eq!(
+            reply.records[1].status,
+            vgpu_protocol::Status::OUT_OF_RESOURCES,
+            "a launch with {size} bytes of __local arguments"
+        );
+        assert!(backend.is_running(), "the daemon died");
+    }
+    let reply = raw.batch(1, &[local_arg(64), launch, Finish { queue: 2 }.into()]);
+    assert_all_succeed(&reply.records);
+    bystander.assert_intact();
+}
+
 /// Fuzzing finding (backend_dispatch): a kernel cloned (clCloneKernel)
 /// after a `__local` argument was set on its source makes PoCL 3.1's
 /// clEnqueueNDRangeKernel copy the local size's worth of bytes from past

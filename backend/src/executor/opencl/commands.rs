@@ -8,7 +8,7 @@ use cl3::types::{cl_event, CL_BLOCKING};
 use vgpu_protocol::messages::*;
 use vgpu_protocol::Status;
 
-use super::objects::{EventEntry, HostEvent, HostMem, QueueEntry};
+use super::objects::{ArgRecord, EventEntry, HostEvent, HostMem, QueueEntry};
 use super::session::OpenClSession;
 use crate::chain::{peer_failed, GuestIo, Piece, Segment};
 use crate::peer::PeerMemory;
@@ -628,6 +628,23 @@ impl OpenClSession {
         let local = sizes3(&m.local)?;
         let given_local = !local[..dims].iter().all(|&l| l == 0);
         super::guard::check_launch(dims, &global, given_local.then_some(&local))?;
+        // Only kernels with `__local` arguments pay for the check.
+        let local_args: Vec<u64> = {
+            let args = kernel.args.lock().unwrap_or_else(|e| e.into_inner());
+            let local = |a: &ArgRecord| match a {
+                ArgRecord::Local(size) => Some(*size),
+                _ => None,
+            };
+            if args.iter().any(|a| local(a).is_some()) {
+                args.iter().filter_map(local).collect()
+            } else {
+                Vec::new()
+            }
+        };
+        if !local_args.is_empty() {
+            let device_local = super::profile::local_mem_size(queue.device.raw.0);
+            super::guard::check_local_args(&local_args, device_local)?;
+        }
         let local_ptr = if local[..dims].iter().all(|&l| l == 0) {
             std::ptr::null()
         } else {

@@ -279,9 +279,48 @@ pub fn check_launch(
     Ok(())
 }
 
+/// The alignment PoCL's CPU device gives each `__local` argument in the
+/// work-group's local memory block (its largest extended alignment).
+const LOCAL_ARG_ALIGN: u64 = 128;
+
+/// Refuses `__local` arguments that do not fit the device's local memory:
+/// PoCL's CPU device lays them out one after another, each at a 128-byte
+/// boundary, in a block of `CL_DEVICE_LOCAL_MEM_SIZE`, and aborts the whole
+/// process when they overflow it (`setup_kernel_arg_array_with_locals:
+/// Assertion 'start - local_mem <= local_mem_size'`, found by the
+/// dispatcher fuzz target with a 7 TB argument). Refused, as a driver with
+/// too little memory for a launch answers, with `CL_OUT_OF_RESOURCES`.
+pub fn check_local_args(sizes: &[u64], device_local_mem: u64) -> Result<(), Status> {
+    let needed = sizes.iter().try_fold(0u64, |at, &size| {
+        at.checked_next_multiple_of(LOCAL_ARG_ALIGN)?
+            .checked_add(size)
+    });
+    match needed {
+        Some(needed) if needed <= device_local_mem => Ok(()),
+        _ => {
+            crate::guest_warn!(
+                warnings(),
+                "refusing a kernel launch: __local arguments of {sizes:?} bytes exceed the device's {device_local_mem} bytes of local memory"
+            );
+            Err(Status::OUT_OF_RESOURCES)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn local_arguments_must_fit_local_memory_with_their_alignment() {
+        assert!(check_local_args(&[], 0).is_ok());
+        assert!(check_local_args(&[4096, 4096], 8192).is_ok());
+        // The second argument starts at 128, not 100.
+        assert!(check_local_args(&[100, 8064], 8192).is_ok());
+        assert!(check_local_args(&[100, 8065], 8192).is_err());
+        assert!(check_local_args(&[7_696_581_394_448], 65_536).is_err());
+        assert!(check_local_args(&[u64::MAX, u64::MAX], u64::MAX).is_err());
+    }
 
     #[test]
     fn sources_that_read_files_are_refused_in_every_spelling() {

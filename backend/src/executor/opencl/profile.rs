@@ -17,6 +17,11 @@ fn u64_of(device: cl_device_id, param: u32) -> u64 {
     }
 }
 
+/// `CL_DEVICE_LOCAL_MEM_SIZE` of `device` as its driver reports it.
+pub(super) fn local_mem_size(device: cl_device_id) -> u64 {
+    u64_of(device, 0x1023)
+}
+
 fn u32_of(device: cl_device_id, param: u32) -> u32 {
     u64_of(device, param) as u32
 }
@@ -52,7 +57,7 @@ pub fn device_profile(device: cl_device_id) -> Profile {
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes(c.try_into().expect("chunks of 8")))
             .collect(),
-        local_mem_size: u64_of(device, 0x1023),
+        local_mem_size: local_mem_size(device),
         global_mem_size: u64_of(device, 0x101F),
         max_mem_alloc_size: u64_of(device, 0x1010),
         max_constant_buffer_size: u64_of(device, 0x1020),
