@@ -31,9 +31,13 @@
 #                 every input that allocates more than it frees: more than
 #                 half of backend_chains' CPU time
 # --smoke         for the test command: a fixed seed and a fixed number of
-#                 executions per target (at most 30 s each), so that every
-#                 machine runs the same inputs and a CI run cannot fail on
-#                 a new input a fuzzing campaign should find. Without nightly or
+#                 executions per target, so that every machine runs the
+#                 same inputs and a CI run cannot fail on a new input a
+#                 fuzzing campaign should find. Not bounded by a short
+#                 time: a slow machine that stopped after fewer executions
+#                 ran other inputs than a fast one (a dispatcher finding at
+#                 the 113th showed up on one CI run in several); 600 s per
+#                 target only ends a stuck run. Without nightly or
 #                 cargo-fuzz it runs the stable-Rust corpus replay and
 #                 mutation sweeps of fuzz/tests/ instead (no libFuzzer, no
 #                 ASan) and says so; without an OpenCL device the
@@ -70,7 +74,7 @@ while [ $# -gt 0 ]; do
     --fork) fork=${2:?--fork needs F}; shift 2 ;;
     --fork=*) fork=${1#--fork=}; shift ;;
     --leaks-after) leaks_after=1; shift ;;
-    --smoke) smoke=1; time_s=30; shift ;;
+    --smoke) smoke=1; time_s=600; shift ;;
     -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     -*) echo "fuzz: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
