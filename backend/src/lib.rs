@@ -9,6 +9,7 @@ pub mod executor;
 pub mod handles;
 pub mod harness;
 pub mod peer;
+pub mod peer_copy;
 pub mod persist;
 pub mod quota;
 pub mod ratelimit;

@@ -130,11 +130,16 @@ fn transfers_go_by_peer_memory_and_come_back_intact() {
 
 #[test]
 fn transfers_through_the_pinned_staging_buffer_come_back_intact() {
-    // The path GPUs take, forced on PoCL: chunks through a mapped
-    // `CL_MEM_ALLOC_HOST_PTR` buffer (8 MiB, so 20 MiB takes three).
+    // The path GPUs take, forced on PoCL: chunks through the two 8 MiB
+    // slots of a mapped `CL_MEM_ALLOC_HOST_PTR` buffer (20 MiB takes three,
+    // the first slot reused while the second may still move), each
+    // chunk's peer copy striped over three threads.
     let backend = Backend::start_with(
         &["--peer-memory", "--sandbox", "none"],
-        &[("VGPU_PEER_STAGING", "always")],
+        &[
+            ("VGPU_PEER_STAGING", "always"),
+            ("VGPU_PEER_COPY_THREADS", "3"),
+        ],
     );
     let client = backend.client();
     assert_ne!(client.session_info().flags & SESSION_FLAG_PEER_MEMORY, 0);

@@ -3,6 +3,8 @@
 # with an NVIDIA GPU and nvcc. Usage: run-gpu.sh BIN_DIR OUT_DIR
 #   BIN_DIR holds vgpu-backend, libvgpu_cuda.so and (optionally)
 #   cudarc-check, built on a development machine.
+#   VGPU_BACKEND_ARGS: further backend options, e.g. --peer-memory (then
+#   run the script as the user the backend's workers run as).
 # Prints "skipped: no CUDA device" and exits 0 where there is no GPU.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,7 +40,8 @@ for p in vecadd matmul streams async_copies host_funcs overlap globals bench iso
 done
 
 sock=$work/vgpu.sock
-RUST_LOG=info "$bin/vgpu-backend" --socket "$sock" --device cuda:0 >"$out/backend.log" 2>&1 &
+# shellcheck disable=SC2086 # VGPU_BACKEND_ARGS is a list of options.
+RUST_LOG=info "$bin/vgpu-backend" --socket "$sock" --device cuda:0 ${VGPU_BACKEND_ARGS:-} >"$out/backend.log" 2>&1 &
 backend=$!
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 vgpu() { LD_LIBRARY_PATH=$work/lib VGPU_SOCKET=$sock VGPU_LOOPBACK_MEM_MB=512 "$@"; }

@@ -5,6 +5,8 @@ mod ahead;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod opencl;
+pub mod staged;
+mod staged_profile;
 pub mod written;
 
 /// How long a quiesce (checkpoint, migration, re-home) waits for one

@@ -18,6 +18,7 @@ mod library;
 mod live;
 mod memory;
 mod objects;
+mod peer_staging;
 mod pinned;
 mod probe;
 mod readback;

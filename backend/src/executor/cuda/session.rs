@@ -57,6 +57,9 @@ pub struct CudaSession {
     pub(super) readbacks: super::readback::Readbacks,
     /// Guest memory page-locked with the driver.
     pub(super) pinned: super::pinned::PinnedGuestMemory,
+    /// Page-locked staging for copies from and to a loopback peer's
+    /// memory, one per context that made such a copy.
+    pub(super) peer_staging: Vec<super::peer_staging::PeerStaging>,
     /// When a kernel launch, or a write outside any allocation (a module
     /// global), last may have written the session's memory: a kernel
     /// writes through raw pointers, so it counts for every allocation.
@@ -95,6 +98,7 @@ impl CudaSession {
             image_charges: Default::default(),
             readbacks: Default::default(),
             pinned: Default::default(),
+            peer_staging: Vec::new(),
             written: Default::default(),
             launcher: None,
             launch_streak: 0,
@@ -182,6 +186,10 @@ impl CudaSession {
     }
 
     fn destroy_context(&mut self, handle: u64) -> Result<(), Status> {
+        let context = self.contexts.get(handle)?.clone();
+        self.peer_staging
+            .retain(|s| !Arc::ptr_eq(&s.context, &context));
+        drop(context);
         self.contexts.release(handle)?;
         if self.primary.is_some_and(|(h, _)| h == handle) {
             self.primary = None;
@@ -400,6 +408,7 @@ impl Drop for CudaSession {
         // Every copy into staging or registered guest memory finished with
         // the synchronization above.
         self.readbacks = Default::default();
+        self.peer_staging.clear();
         self.pinned.clear();
         self.functions = HandleTable::new(Status::SUCCESS);
         self.modules = HandleTable::new(Status::SUCCESS);

@@ -19,7 +19,25 @@ use vgpu_protocol::{Status, Wire};
 
 use super::driver::check;
 use super::session::{cuda, CudaSession};
-use crate::chain::GuestIo;
+use crate::chain::{GuestIo, Piece, Segment};
+use crate::executor::staged;
+
+/// Whether any piece lies in a loopback peer's memory: such copies go
+/// through the context's page-locked staging (`peer_staging.rs`).
+fn has_peer(pieces: &[Piece]) -> bool {
+    pieces.iter().any(|p| matches!(p, Piece::Peer(_)))
+}
+
+/// The pieces of a stream without peer memory, as segments.
+fn local(pieces: Vec<Piece>) -> Vec<Segment> {
+    pieces
+        .into_iter()
+        .filter_map(|p| match p {
+            Piece::Local(segment) => Some(segment),
+            Piece::Peer(_) => None,
+        })
+        .collect()
+}
 
 fn invalid() -> Status {
     cuda(result::ERROR_INVALID_VALUE)
@@ -76,7 +94,13 @@ impl CudaSession {
         let stream = self.stream(m.ctx, m.stream)?;
         self.mark_written(m.dst);
         let mut at = self.host_ptr(m.dst);
-        for piece in io.out_slices(m.data)? {
+        let pieces = io.out_pieces(m.data)?;
+        if has_peer(&pieces) {
+            let peer = io.peer_memory()?;
+            let staging = self.peer_staging_for(m.ctx, m.stream)?;
+            return staged::to_device(&mut staging.moves(at, stream), &pieces, Some(peer));
+        }
+        for piece in local(pieces) {
             let src = piece.ptr as *const c_void;
             // SAFETY: `piece` is live guest memory of `piece.len` bytes for
             // the chain's lifetime, and a pageable source is staged before
@@ -104,7 +128,13 @@ impl CudaSession {
         self.check_range(m.src, m.data.len)?;
         let stream = self.stream(m.ctx, m.stream)?;
         let mut at = self.host_ptr(m.src);
-        let pieces = io.in_slices(m.data)?;
+        let pieces = io.in_pieces(m.data)?;
+        if has_peer(&pieces) {
+            let peer = *io.peer_memory()?;
+            let staging = self.peer_staging_for(m.ctx, m.stream)?;
+            return staged::to_host(&mut staging.moves(at, stream), &pieces, Some(&peer));
+        }
+        let pieces = local(pieces);
         for piece in &pieces {
             let dst = piece.ptr as *mut c_void;
             // SAFETY: `piece` is writable guest memory of `piece.len` bytes;
@@ -126,6 +156,33 @@ impl CudaSession {
             check(unsafe { sys::cuStreamSynchronize(stream) })?;
         }
         Ok(())
+    }
+
+    /// The staging for peer copies on `stream` (0: `ctx`'s NULL stream),
+    /// made on first use in the stream's context, which is current.
+    fn peer_staging_for(
+        &mut self,
+        ctx: u64,
+        stream: u64,
+    ) -> Result<&mut super::peer_staging::PeerStaging, Status> {
+        let context = if stream == 0 {
+            self.contexts.get(ctx)?.clone()
+        } else {
+            self.streams.get(stream)?.ctx.clone()
+        };
+        let found = self
+            .peer_staging
+            .iter()
+            .position(|s| std::sync::Arc::ptr_eq(&s.context, &context));
+        let index = match found {
+            Some(i) => i,
+            None => {
+                let staging = super::peer_staging::PeerStaging::new(context)?;
+                self.peer_staging.push(staging);
+                self.peer_staging.len() - 1
+            }
+        };
+        Ok(&mut self.peer_staging[index])
     }
 
     /// `CuHostRegister`: page-locks the guest's allocation in place.

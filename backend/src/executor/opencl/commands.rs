@@ -251,29 +251,30 @@ impl OpenClSession {
         self.transfer(queue, mem, offset, &local, wait, to_device)
     }
 
-    /// The context's staging buffer (made on first use): its address and
-    /// length.
+    /// The context's staging buffer (made on first use).
     fn staging_for(
         &mut self,
         context: &Arc<super::objects::ContextEntry>,
-    ) -> Result<(*mut u8, usize), Status> {
-        if let Some(s) = self
+    ) -> Result<&mut super::staging::Staging, Status> {
+        let found = self
             .staging
             .iter()
-            .find(|s| Arc::ptr_eq(&s.context, context))
-        {
-            return Ok((s.ptr(), s.len()));
-        }
-        let queue = self.internal_queue(context)?;
-        let staging = super::staging::Staging::new(context.clone(), queue)?;
-        let found = (staging.ptr(), staging.len());
-        self.staging.push(staging);
-        Ok(found)
+            .position(|s| Arc::ptr_eq(&s.context, context));
+        let index = match found {
+            Some(i) => i,
+            None => {
+                let queue = self.internal_queue(context)?;
+                let staging = super::staging::Staging::new(context.clone(), queue)?;
+                self.staging.push(staging);
+                self.staging.len() - 1
+            }
+        };
+        Ok(&mut self.staging[index])
     }
 
     /// Peer transfers through the context's pinned staging buffer: each
-    /// chunk copied between the peer and the staging buffer (the one CPU
-    /// copy) and moved to or from the device by a blocking transfer.
+    /// chunk copied between the peer and a staging slot (the one CPU copy)
+    /// while the device moves the other slot (`executor::staged`).
     #[allow(clippy::too_many_arguments)]
     fn transfer_staged(
         &mut self,
@@ -285,52 +286,22 @@ impl OpenClSession {
         wait: &WaitList,
         to_device: bool,
     ) -> Result<cl_event, Status> {
-        let (staging, room) = self.staging_for(&mem.context)?;
-        let mut at = to_usize(offset)?;
-        let mut last: cl_event = std::ptr::null_mut();
-        let result = (|| {
-            for piece in pieces {
-                let mut done = 0usize;
-                while done < piece.len() {
-                    let n = (piece.len() - done).min(room);
-                    if to_device {
-                        // SAFETY: `staging` maps `room >= n` bytes, used by
-                        // this thread alone.
-                        unsafe { super::staging::stage(piece, done, staging, n, peer, true) }?;
-                    }
-                    let list = if last.is_null() {
-                        (wait.len(), wait.ptr())
-                    } else {
-                        (0, std::ptr::null())
-                    };
-                    // SAFETY: the range was checked against the buffer by
-                    // the caller, `n <= room`, and `list` is the guest's
-                    // checked wait list or empty.
-                    let event = unsafe {
-                        super::staging::move_chunk(queue, mem.raw, staging, at, n, list, to_device)
-                    }?;
-                    if !last.is_null() {
-                        drop(HostEvent(last));
-                    }
-                    last = event;
-                    if !to_device {
-                        // SAFETY: as above; the blocking read filled it.
-                        unsafe { super::staging::stage(piece, done, staging, n, peer, false) }?;
-                    }
-                    done += n;
-                    at += n;
-                }
-            }
-            Ok(())
-        })();
-        match result {
-            Ok(()) => Ok(last),
-            Err(status) => {
-                if !last.is_null() {
-                    drop(HostEvent(last));
-                }
+        let offset = to_usize(offset)?;
+        let staging = self.staging_for(&mem.context)?;
+        let mut moves = staging.moves(queue, mem.raw, offset, (wait.len(), wait.ptr()));
+        let moved = if to_device {
+            crate::executor::staged::to_device(&mut moves, pieces, Some(peer))
+        } else {
+            crate::executor::staged::to_host(&mut moves, pieces, Some(peer))
+        };
+        let done = moves.finish();
+        match (moved, done) {
+            (Ok(()), done) => done,
+            (Err(status), Ok(event)) => {
+                drop(HostEvent(event));
                 Err(status)
             }
+            (Err(status), Err(_)) => Err(status),
         }
     }
 
@@ -394,13 +365,15 @@ impl OpenClSession {
                 Piece::Peer(p) => match peer {
                     Some(peer) if to_device => {
                         // SAFETY: `here` is mapped for `p.len` bytes (above)
-                        // and only this thread touches the mapping until the
-                        // unmap.
-                        unsafe { peer.read_raw(p.addr, here, p.len) }.map_err(peer_failed)
+                        // and only this copy (its threads finish before it
+                        // returns) touches the mapping until the unmap.
+                        unsafe { crate::peer_copy::read(peer, p.addr, here, p.len) }
+                            .map_err(peer_failed)
                     }
                     Some(peer) => {
                         // SAFETY: as above.
-                        unsafe { peer.write_raw(p.addr, here, p.len) }.map_err(peer_failed)
+                        unsafe { crate::peer_copy::write(peer, p.addr, here, p.len) }
+                            .map_err(peer_failed)
                     }
                     None => Err(Status::INVALID_VALUE),
                 },

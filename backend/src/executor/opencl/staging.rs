@@ -8,23 +8,26 @@
 //! 4–6 GB/s where a native pageable write moves 7–12. Here each context
 //! keeps one buffer of `CL_MEM_ALLOC_HOST_PTR` memory mapped for good,
 //! which NVIDIA's driver pins (its documented way to get pinned memory in
-//! OpenCL): the peer's bytes are copied into it (the one CPU copy) and the
-//! device reads them by DMA, chunk by chunk.
+//! OpenCL): the peer's bytes are copied into it (the one CPU copy, striped
+//! over threads by `peer_copy`) and the device reads them by DMA, chunk by
+//! chunk, the buffer's two halves taking turns (`executor::staged`) so that
+//! the copy of one chunk overlaps the DMA of the other.
 //!
 //! `VGPU_PEER_STAGING` (read once by the worker): `auto` (the default:
 //! staging for every device that is not a CPU), `always` or `never`.
 
 use std::sync::Arc;
 
-use cl3::types::{cl_event, cl_mem, CL_BLOCKING};
+use cl3::types::{cl_event, cl_mem, CL_BLOCKING, CL_NON_BLOCKING};
 use vgpu_protocol::Status;
 
 use super::objects::{ContextEntry, HostEvent, QueueEntry};
-use crate::chain::{peer_failed, Piece};
-use crate::peer::PeerMemory;
+use crate::executor::staged::Slots;
 
-/// Bytes of one context's staging buffer (one DMA per chunk this long).
-const STAGING_LEN: usize = 8 << 20;
+/// Bytes of one staging slot (one DMA per chunk this long).
+const SLOT_LEN: usize = 8 << 20;
+/// Bytes of one context's staging buffer: two slots.
+const STAGING_LEN: usize = 2 * SLOT_LEN;
 const MEM_READ_WRITE: u64 = 1;
 const MEM_ALLOC_HOST_PTR: u64 = 1 << 4;
 const DEVICE_TYPE: u32 = 0x1000;
@@ -65,6 +68,11 @@ pub(super) struct Staging {
     queue: Arc<QueueEntry>,
     mem: cl_mem,
     ptr: *mut u8,
+    /// Each slot's last device move, until waited for: a transfer may
+    /// return with its last moves still reading the slots.
+    pending: [Option<HostEvent>; 2],
+    /// The slot not started last.
+    next: usize,
 }
 
 // SAFETY: OpenCL objects are thread-safe handles; the mapped pointer is
@@ -117,21 +125,35 @@ impl Staging {
             queue,
             mem,
             ptr: ptr.cast(),
+            pending: [None, None],
+            next: 0,
         })
     }
 
-    /// The mapped bytes.
-    pub(super) fn ptr(&self) -> *mut u8 {
-        self.ptr
-    }
-
-    pub(super) fn len(&self) -> usize {
-        STAGING_LEN
+    /// The slots driving moves between them and `[offset, ..)` of `mem`
+    /// on `queue`, each after `wait` (the guest's checked list).
+    pub(super) fn moves<'a>(
+        &'a mut self,
+        queue: &'a QueueEntry,
+        mem: cl_mem,
+        offset: usize,
+        wait: (u32, *const cl_event),
+    ) -> QueueMoves<'a> {
+        QueueMoves {
+            staging: self,
+            queue,
+            mem,
+            offset,
+            wait,
+        }
     }
 }
 
 impl Drop for Staging {
     fn drop(&mut self) {
+        for event in self.pending.iter_mut().filter_map(Option::take) {
+            let _ = cl3::event::wait_for_events(&[event.0]);
+        }
         // SAFETY: `ptr` came from mapping `mem` on `queue`; nothing uses it
         // after this.
         let unmap = unsafe {
@@ -157,90 +179,97 @@ impl Drop for Staging {
     }
 }
 
-/// One blocking transfer between the staging buffer's first `len` bytes
-/// and `[offset, offset + len)` of `mem`, after `wait` (count, list).
-///
-/// # Safety
-/// `mem` must be a live buffer of `queue`'s context with the range inside
-/// it, `len <= staging.len()`, and `wait` a valid event list.
-pub(super) unsafe fn move_chunk(
-    queue: &QueueEntry,
+/// [`Slots`] of one transfer: the buffer range, the queue and the guest's
+/// wait list.
+pub(super) struct QueueMoves<'a> {
+    staging: &'a mut Staging,
+    queue: &'a QueueEntry,
     mem: cl_mem,
-    staging: *mut u8,
     offset: usize,
-    len: usize,
     wait: (u32, *const cl_event),
-    to_device: bool,
-) -> Result<cl_event, Status> {
-    // SAFETY: as the caller guarantees; blocking, so the staging bytes
-    // are free again when it returns.
-    unsafe {
-        if to_device {
-            cl3::command_queue::enqueue_write_buffer(
-                queue.queue.0,
-                mem,
-                CL_BLOCKING,
-                offset,
-                len,
-                staging.cast_const().cast(),
-                wait.0,
-                wait.1,
-            )
-        } else {
-            cl3::command_queue::enqueue_read_buffer(
-                queue.queue.0,
-                mem,
-                CL_BLOCKING,
-                offset,
-                len,
-                staging.cast(),
-                wait.0,
-                wait.1,
-            )
-        }
-    }
-    .map_err(Status)
 }
 
-/// Copies `n` bytes from `done` into `piece` between the piece and
-/// `staging`: into the staging buffer when `to_staging`, else out of it.
-///
-/// # Safety
-/// `staging` must be valid for `n` bytes and not used elsewhere meanwhile;
-/// `done + n <= piece.len()`.
-pub(super) unsafe fn stage(
-    piece: &Piece,
-    done: usize,
-    staging: *mut u8,
-    n: usize,
-    peer: &PeerMemory,
-    to_staging: bool,
-) -> Result<(), Status> {
-    match piece {
-        Piece::Local(s) => {
-            // SAFETY: the segment is live guest memory of `s.len >= done + n`
-            // bytes; `staging` holds `n` (the caller's contract).
-            unsafe {
-                let here = s.ptr.add(done);
-                if to_staging {
-                    std::ptr::copy_nonoverlapping(here, staging, n);
-                } else {
-                    std::ptr::copy_nonoverlapping(staging, here, n);
-                }
-            }
-            Ok(())
+impl QueueMoves<'_> {
+    /// An event that completes when this transfer's moves (and the slots'
+    /// earlier ones) have: a marker after those still pending, or after
+    /// the guest's wait list when none is.
+    pub(super) fn finish(self) -> Result<cl_event, Status> {
+        let pending: Vec<cl_event> = self.staging.pending.iter().flatten().map(|e| e.0).collect();
+        let (count, list) = if pending.is_empty() {
+            self.wait
+        } else {
+            (pending.len() as u32, pending.as_ptr())
+        };
+        // SAFETY: a live queue; `list` is `count` live events of its
+        // context (the slots' own, or the guest's checked list).
+        unsafe {
+            cl3::command_queue::enqueue_marker_with_wait_list(self.queue.queue.0, count, list)
         }
-        Piece::Peer(p) => {
-            let remote = p.addr.wrapping_add(done as u64);
-            // SAFETY: `staging` is valid for `n` bytes (the caller's contract).
-            unsafe {
-                if to_staging {
-                    peer.read_raw(remote, staging, n)
-                } else {
-                    peer.write_raw(remote, staging, n)
-                }
-            }
-            .map_err(peer_failed)
+        .map_err(Status)
+    }
+}
+
+impl Slots for QueueMoves<'_> {
+    fn slot_len(&self) -> usize {
+        SLOT_LEN
+    }
+
+    fn first_slot(&self) -> usize {
+        self.staging.next
+    }
+
+    fn slot_ptr(&self, slot: usize) -> *mut u8 {
+        // SAFETY: `slot` is 0 or 1: inside the mapped `STAGING_LEN` bytes.
+        unsafe { self.staging.ptr.add(slot * SLOT_LEN) }
+    }
+
+    fn wait(&mut self, slot: usize) -> Result<(), Status> {
+        if let Some(event) = self.staging.pending[slot].take() {
+            cl3::event::wait_for_events(&[event.0]).map_err(Status)?;
         }
+        Ok(())
+    }
+
+    fn start(&mut self, slot: usize, at: usize, len: usize, to_device: bool) -> Result<(), Status> {
+        let host = self.slot_ptr(slot);
+        let offset = self.offset + at;
+        // Every move waits for the guest's list: on an out-of-order queue
+        // a later chunk could otherwise run before it.
+        let (count, list) = self.wait;
+        // SAFETY: the caller checked `[offset, offset + total)` against the
+        // buffer; the slot holds `SLOT_LEN >= len` mapped bytes that are not
+        // touched again until this move's event was waited for
+        // (`pending`, `Drop`); `list` is the guest's checked wait list.
+        let event = unsafe {
+            if to_device {
+                cl3::command_queue::enqueue_write_buffer(
+                    self.queue.queue.0,
+                    self.mem,
+                    CL_NON_BLOCKING,
+                    offset,
+                    len,
+                    host.cast_const().cast(),
+                    count,
+                    list,
+                )
+            } else {
+                cl3::command_queue::enqueue_read_buffer(
+                    self.queue.queue.0,
+                    self.mem,
+                    CL_NON_BLOCKING,
+                    offset,
+                    len,
+                    host.cast(),
+                    count,
+                    list,
+                )
+            }
+        }
+        .map_err(Status)?;
+        self.staging.pending[slot] = Some(HostEvent(event));
+        self.staging.next = slot ^ 1;
+        // Non-blocking moves reach the device only once submitted.
+        cl3::command_queue::flush(self.queue.queue.0).map_err(Status)?;
+        Ok(())
     }
 }

@@ -1,0 +1,306 @@
+//! Transfers through two page-locked staging slots, the host copy of one
+//! chunk running while the device moves the other.
+//!
+//! A loopback peer's pages cannot be handed to a GPU driver (they belong to
+//! another process), so their bytes go through the worker's own
+//! page-locked staging: one CPU copy (`peer_copy`, striped over threads)
+//! and one DMA per chunk. Done one after the other, a transfer costs the
+//! sum of the two; with two slots the copy of chunk k+1 overlaps the DMA
+//! of chunk k, as the driver's own pageable path overlaps its staging, so
+//! a transfer costs about the slower of the two.
+//!
+//! Executors provide the slots and the device side ([`Slots`]); this module
+//! walks a stream of pieces through them.
+
+use vgpu_protocol::Status;
+
+use super::staged_profile::{timed, Step};
+use crate::chain::{peer_failed, Piece};
+use crate::peer::PeerMemory;
+
+/// Two staging slots and the device moves between them and one device
+/// range.
+pub trait Slots {
+    /// Bytes one slot holds.
+    fn slot_len(&self) -> usize;
+    /// The slot a transfer starts with: the one not started last, so that
+    /// back-to-back transfers need not wait for each other's last move.
+    fn first_slot(&self) -> usize;
+    /// Where slot `slot` (0 or 1) lies.
+    fn slot_ptr(&self, slot: usize) -> *mut u8;
+    /// Waits until the device's last move from or into `slot` finished.
+    fn wait(&mut self, slot: usize) -> Result<(), Status>;
+    /// Starts moving `len` bytes between `slot` and the device range,
+    /// `at` bytes into it: into the device when `to_device`, else out.
+    fn start(&mut self, slot: usize, at: usize, len: usize, to_device: bool) -> Result<(), Status>;
+}
+
+/// Shortest chunk: smaller ones cost more in per-move overhead (a wait
+/// and a hand-off to the copy threads) than their overlap gains.
+const MIN_CHUNK: usize = 2 << 20;
+
+/// Bytes moved per chunk of a `total`-byte transfer: half of it, so that
+/// a transfer of a few MiB overlaps its copy and its moves too, within
+/// what a slot holds.
+fn chunk_for(total: usize, slot_len: usize) -> usize {
+    total
+        .div_ceil(2)
+        .next_multiple_of(64 << 10)
+        .clamp(MIN_CHUNK.min(slot_len), slot_len)
+}
+
+/// Sends the bytes of `pieces` to the device range through `slots`. The
+/// device moves may still run when this returns (`Slots::wait` before the
+/// slots are touched again).
+pub fn to_device(
+    slots: &mut impl Slots,
+    pieces: &[Piece],
+    peer: Option<&PeerMemory>,
+) -> Result<(), Status> {
+    let begun = crate::vgpu::profile::start();
+    let total: usize = pieces.iter().map(Piece::len).sum();
+    let chunk = chunk_for(total, slots.slot_len());
+    let mut at = 0usize;
+    let mut slot = slots.first_slot();
+    while at < total {
+        let n = (total - at).min(chunk);
+        timed(Step::Wait, || slots.wait(slot))?;
+        let staging = slots.slot_ptr(slot);
+        // SAFETY: the slot holds `chunk >= n` bytes and the device is done
+        // with it (waited above).
+        timed(Step::Copy, || unsafe {
+            copy_stream(pieces, at, staging, n, peer, true)
+        })?;
+        timed(Step::Start, || slots.start(slot, at, n, true))?;
+        at += n;
+        slot ^= 1;
+    }
+    if let Some(begun) = begun {
+        super::staged_profile::note_transfer(total, begun.elapsed());
+    }
+    Ok(())
+}
+
+/// Fills `pieces` from the device range through `slots`; every byte has
+/// landed when this returns `Ok`.
+pub fn to_host(
+    slots: &mut impl Slots,
+    pieces: &[Piece],
+    peer: Option<&PeerMemory>,
+) -> Result<(), Status> {
+    let begun = crate::vgpu::profile::start();
+    let total: usize = pieces.iter().map(Piece::len).sum();
+    let chunk = chunk_for(total, slots.slot_len());
+    // The chunk the device is filling, not yet copied out: (slot, at, n).
+    let mut filling: Option<(usize, usize, usize)> = None;
+    let mut at = 0usize;
+    let mut slot = slots.first_slot();
+    while at < total || filling.is_some() {
+        let next = if at < total {
+            let n = (total - at).min(chunk);
+            timed(Step::Wait, || slots.wait(slot))?;
+            timed(Step::Start, || slots.start(slot, at, n, false))?;
+            Some((slot, at, n))
+        } else {
+            None
+        };
+        if let Some((ready, from, n)) = filling {
+            timed(Step::Wait, || slots.wait(ready))?;
+            let staging = slots.slot_ptr(ready);
+            // SAFETY: the device finished writing the slot's `n <= chunk`
+            // bytes (waited above) and does not touch it again until a
+            // later `start` on it.
+            timed(Step::Copy, || unsafe {
+                copy_stream(pieces, from, staging, n, peer, false)
+            })?;
+        }
+        filling = next;
+        if let Some((_, from, n)) = next {
+            at = from + n;
+            slot ^= 1;
+        }
+    }
+    if let Some(begun) = begun {
+        super::staged_profile::note_transfer(total, begun.elapsed());
+    }
+    Ok(())
+}
+
+/// Copies `n` bytes of the pieces' stream starting `from` bytes into it,
+/// into `staging` (`to_staging`) or out of it.
+///
+/// # Safety
+/// `staging` must be valid for `n` bytes and not in use elsewhere until
+/// this returns.
+unsafe fn copy_stream(
+    pieces: &[Piece],
+    from: usize,
+    staging: *mut u8,
+    n: usize,
+    peer: Option<&PeerMemory>,
+    to_staging: bool,
+) -> Result<(), Status> {
+    let mut skip = from;
+    let mut done = 0usize;
+    for piece in pieces {
+        if done == n {
+            break;
+        }
+        if skip >= piece.len() {
+            skip -= piece.len();
+            continue;
+        }
+        let take = (piece.len() - skip).min(n - done);
+        // SAFETY: `done + take <= n`, inside the caller's staging.
+        let here = unsafe { staging.add(done) };
+        match piece {
+            // SAFETY: the segment is live guest memory of `s.len` bytes and
+            // `skip + take <= s.len`.
+            Piece::Local(s) => unsafe {
+                let there = s.ptr.add(skip);
+                if to_staging {
+                    std::ptr::copy_nonoverlapping(there, here, take);
+                } else {
+                    std::ptr::copy_nonoverlapping(here, there, take);
+                }
+            },
+            Piece::Peer(p) => {
+                let peer = peer.ok_or(Status::INVALID_VALUE)?;
+                let remote = p.addr.wrapping_add(skip as u64);
+                // SAFETY: `here` is valid for `take` bytes (above) and
+                // reserved for this copy (the caller's contract).
+                unsafe {
+                    if to_staging {
+                        crate::peer_copy::read(peer, remote, here, take)
+                    } else {
+                        crate::peer_copy::write(peer, remote, here, take)
+                    }
+                }
+                .map_err(peer_failed)?;
+            }
+        }
+        done += take;
+        skip = 0;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chain::Segment;
+
+    /// Host memory standing in for the device, moves done at once but
+    /// checked against the slot protocol: a slot is never refilled or
+    /// re-targeted before it was waited for.
+    struct FakeDevice {
+        device: Vec<u8>,
+        slots: [Vec<u8>; 2],
+        busy: [bool; 2],
+        next: usize,
+        moves: usize,
+    }
+
+    impl Slots for FakeDevice {
+        fn slot_len(&self) -> usize {
+            self.slots[0].len()
+        }
+        fn first_slot(&self) -> usize {
+            self.next
+        }
+        fn slot_ptr(&self, slot: usize) -> *mut u8 {
+            self.slots[slot].as_ptr().cast_mut()
+        }
+        fn wait(&mut self, slot: usize) -> Result<(), Status> {
+            self.busy[slot] = false;
+            Ok(())
+        }
+        fn start(
+            &mut self,
+            slot: usize,
+            at: usize,
+            len: usize,
+            to_device: bool,
+        ) -> Result<(), Status> {
+            assert!(!self.busy[slot], "slot {slot} reused before its wait");
+            self.busy[slot] = true;
+            self.next = slot ^ 1;
+            self.moves += 1;
+            if to_device {
+                self.device[at..at + len].copy_from_slice(&self.slots[slot][..len]);
+            } else {
+                self.slots[slot][..len].copy_from_slice(&self.device[at..at + len]);
+            }
+            Ok(())
+        }
+    }
+
+    fn pieces_of(bufs: &mut [Vec<u8>]) -> Vec<Piece> {
+        bufs.iter_mut()
+            .map(|b| {
+                Piece::Local(Segment {
+                    ptr: b.as_mut_ptr(),
+                    len: b.len(),
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn chunks_cross_piece_boundaries_both_ways() {
+        let mut parts = vec![vec![0u8; 5], vec![0u8; 17], vec![0u8; 1], vec![0u8; 30]];
+        let total: usize = parts.iter().map(Vec::len).sum();
+        let mut fake = FakeDevice {
+            device: (0..total).map(|i| i as u8 ^ 0x5a).collect(),
+            slots: [vec![0; 8], vec![0; 8]],
+            busy: [false; 2],
+            next: 0,
+            moves: 0,
+        };
+        let pieces = pieces_of(&mut parts);
+        to_host(&mut fake, &pieces, None).expect("to host");
+        let joined: Vec<u8> = parts.concat();
+        assert_eq!(joined, fake.device);
+        assert_eq!(fake.moves, total.div_ceil(8));
+        assert_eq!(fake.next, total.div_ceil(8) % 2, "slots taken in turn");
+
+        let mut fresh = FakeDevice {
+            device: vec![0; total],
+            slots: [vec![0; 8], vec![0; 8]],
+            busy: [false; 2],
+            next: 0,
+            moves: 0,
+        };
+        to_device(&mut fresh, &pieces, None).expect("to device");
+        assert_eq!(fresh.device, joined);
+    }
+
+    #[test]
+    fn chunks_are_half_a_transfer_within_a_slot() {
+        assert_eq!(chunk_for(4096, 8 << 20), 2 << 20);
+        assert_eq!(chunk_for(1 << 20, 8 << 20), 2 << 20);
+        assert_eq!(chunk_for(4 << 20, 8 << 20), 2 << 20);
+        assert_eq!(chunk_for(16 << 20, 8 << 20), 8 << 20);
+        assert_eq!(chunk_for(256 << 20, 8 << 20), 8 << 20);
+        assert_eq!(chunk_for(100, 8), 8);
+    }
+
+    #[test]
+    fn a_peer_piece_without_a_peer_is_refused() {
+        let mut fake = FakeDevice {
+            device: vec![0; 16],
+            slots: [vec![0; 8], vec![0; 8]],
+            busy: [false; 2],
+            next: 0,
+            moves: 0,
+        };
+        let pieces = [Piece::Peer(crate::chain::PeerRange {
+            addr: 4096,
+            len: 16,
+        })];
+        assert_eq!(
+            to_device(&mut fake, &pieces, None),
+            Err(Status::INVALID_VALUE)
+        );
+    }
+}
