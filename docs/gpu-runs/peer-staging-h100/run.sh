@@ -27,7 +27,7 @@ ocl() {  # label native-platform-env device-spec
   local label=$1 penv=$2 spec=$3
   for round in 1 2; do
     echo "== $label native"; $as_nobody $penv timeout 100 "$d/bandwidth" $BW 2>&1 | grep -E "SAMPLE|RESULT" | sed "s/^/$label native /"
-    for t in 1 4 6; do
+    for t in 1 4; do
       backend $label-t$t "$spec" $t --peer-memory
       echo "== $label peer t$t"; $as_nobody OCL_ICD_VENDORS=$w/vgpu.icd VGPU_SOCKET=$w/b.sock VGPU_RECONNECT_SECS=0 timeout 100 "$d/bandwidth" $BW 2>&1 | grep -E "SAMPLE|RESULT" | sed "s/^/$label peer-t$t /"
       stop
@@ -45,7 +45,7 @@ mkdir -p $w/lib && ln -sf "$d/libvgpu_cuda.so" $w/lib/libcuda.so.1
 {
   for round in 1 2; do
     echo "== cuda native"; $as_nobody timeout 100 ./cubench kernels.ptx | grep -E "htod|dtoh"
-    for t in 1 4 6; do
+    for t in 1 4; do
       backend cuda-t$t cuda:0 $t --peer-memory
       echo "== cuda $t"; $as_nobody LD_LIBRARY_PATH=$w/lib VGPU_SOCKET=$w/b.sock VGPU_LOOPBACK_MEM_MB=512 VGPU_RECONNECT_SECS=0 timeout 100 ./cubench kernels.ptx | grep -E "htod|dtoh"
       stop
