@@ -14,7 +14,7 @@
 
 use vgpu_protocol::Status;
 
-use super::staged_profile::{timed, Step};
+use super::staged_profile::{timed, Step, Way};
 use crate::chain::{peer_failed, Piece};
 use crate::peer::PeerMemory;
 
@@ -59,19 +59,21 @@ pub fn to_device(
     let mut slot = slots.first_slot();
     while at < total {
         let n = (total - at).min(chunk);
-        timed(Step::Wait, || slots.wait(slot))?;
+        timed(Way::ToDevice, Step::Wait, || slots.wait(slot))?;
         let staging = slots.slot_ptr(slot);
         // SAFETY: the slot holds `chunk >= n` bytes and the device is done
         // with it (waited above).
-        timed(Step::Copy, || unsafe {
+        timed(Way::ToDevice, Step::Copy, || unsafe {
             copy_stream(pieces, at, staging, n, peer, true)
         })?;
-        timed(Step::Start, || slots.start(slot, at, n, true))?;
+        timed(Way::ToDevice, Step::Start, || {
+            slots.start(slot, at, n, true)
+        })?;
         at += n;
         slot ^= 1;
     }
     if let Some(begun) = begun {
-        super::staged_profile::note_transfer(total, begun.elapsed());
+        super::staged_profile::note_transfer(Way::ToDevice, total, begun.elapsed());
     }
     Ok(())
 }
@@ -93,19 +95,19 @@ pub fn to_host(
     while at < total || filling.is_some() {
         let next = if at < total {
             let n = (total - at).min(chunk);
-            timed(Step::Wait, || slots.wait(slot))?;
-            timed(Step::Start, || slots.start(slot, at, n, false))?;
+            timed(Way::ToHost, Step::Wait, || slots.wait(slot))?;
+            timed(Way::ToHost, Step::Start, || slots.start(slot, at, n, false))?;
             Some((slot, at, n))
         } else {
             None
         };
         if let Some((ready, from, n)) = filling {
-            timed(Step::Wait, || slots.wait(ready))?;
+            timed(Way::ToHost, Step::Wait, || slots.wait(ready))?;
             let staging = slots.slot_ptr(ready);
             // SAFETY: the device finished writing the slot's `n <= chunk`
             // bytes (waited above) and does not touch it again until a
             // later `start` on it.
-            timed(Step::Copy, || unsafe {
+            timed(Way::ToHost, Step::Copy, || unsafe {
                 copy_stream(pieces, from, staging, n, peer, false)
             })?;
         }
@@ -116,7 +118,7 @@ pub fn to_host(
         }
     }
     if let Some(begun) = begun {
-        super::staged_profile::note_transfer(total, begun.elapsed());
+        super::staged_profile::note_transfer(Way::ToHost, total, begun.elapsed());
     }
     Ok(())
 }
