@@ -11,9 +11,11 @@ use std::sync::Arc;
 use vgpu_protocol::frame::{BatchHeader, BATCH_HEADER_LEN, REPLY_HEADER_LEN};
 use vgpu_protocol::limits::{MAX_CHAIN_DESCRIPTORS, PEER_WINDOW_BASE};
 use vgpu_protocol::{DataRef, DecodeError, Status};
-use virtio_queue::{desc::split::Descriptor, DescriptorChain};
-use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
+use virtio_queue::desc::split::Descriptor;
+use vm_memory::GuestMemoryMmap;
 
+pub use crate::desc_walk::ChainStart;
+use crate::desc_walk::DescWalk;
 use crate::peer::PeerMemory;
 
 /// Guest memory as the backend maps it.
@@ -141,25 +143,37 @@ impl ByteStream {
     }
 
     /// Splits off the bytes from `at` on into a second stream.
+    /// In place: the stream keeps its vector, and the rest gets one only
+    /// when it has pieces (a synchronous call's request and reply streams
+    /// are whole, so splitting them allocates nothing).
     fn split_off(&mut self, at: u64) -> ByteStream {
-        let mut rest = ByteStream::default();
         let mut start = 0u64;
-        let mut keep = Vec::new();
-        for seg in self.segments.drain(..) {
+        let mut index = self.segments.len();
+        let mut straddling = None;
+        for (i, seg) in self.segments.iter().enumerate() {
             let end = start + seg.len() as u64;
-            if end <= at {
-                keep.push(seg);
-            } else if start >= at {
-                rest.push(seg);
-            } else {
-                // `head < seg.len()`: the split stays inside the piece.
-                let (head, tail) = seg.split_at((at - start) as usize);
-                keep.push(head);
-                rest.push(tail);
+            if start >= at {
+                index = i;
+                break;
+            }
+            if end > at {
+                // `at - start < seg.len()`: the split stays inside the piece.
+                straddling = Some((i, (at - start) as usize));
+                index = i + 1;
+                break;
             }
             start = end;
         }
-        self.segments = keep;
+        let mut rest = ByteStream {
+            segments: self.segments.split_off(index),
+            len: 0,
+        };
+        if let Some((i, n)) = straddling {
+            let (head, tail) = self.segments[i].split_at(n);
+            self.segments[i] = head;
+            rest.segments.insert(0, tail);
+        }
+        rest.len = rest.segments.iter().map(|p| p.len() as u64).sum();
         self.len = self.len.min(at);
         rest
     }
@@ -465,11 +479,8 @@ pub struct ResolvedChain {
 impl ResolvedChain {
     /// Marks every writable descriptor's pages dirty for live migration.
     pub fn mark_written(&self) {
-        use vm_memory::bitmap::Bitmap;
         for (addr, len) in &self.writable {
-            if let Ok(slice) = self.mem.get_slice(GuestAddress(*addr), *len as usize) {
-                slice.bitmap().mark_dirty(0, *len as usize);
-            }
+            crate::guest_ranges::mark_dirty(&self.mem, *addr, *len as usize);
         }
     }
 }
@@ -479,11 +490,10 @@ fn host_segment(mem: &GuestRam, desc: &Descriptor) -> Result<Segment, ChainError
         addr: desc.addr().0,
         len: desc.len(),
     };
-    let slice = mem
-        .get_slice(GuestAddress(desc.addr().0), desc.len() as usize)
-        .map_err(|_| out_of_range())?;
+    let ptr = crate::guest_ranges::host_address(mem, desc.addr().0, desc.len() as usize)
+        .ok_or_else(out_of_range)?;
     Ok(Segment {
-        ptr: slice.ptr_guard_mut().as_ptr(),
+        ptr,
         len: desc.len() as usize,
     })
 }
@@ -492,26 +502,23 @@ fn host_segment(mem: &GuestRam, desc: &Descriptor) -> Result<Segment, ChainError
 /// `mem` is the memory the chain was popped with; descriptors in the peer
 /// window are followed only when the worker has a peer
 /// ([`crate::peer::peer`]), else they are outside guest memory.
-pub fn resolve(
-    chain: DescriptorChain<Arc<GuestRam>>,
-    mem: Arc<GuestRam>,
-) -> Result<ResolvedChain, ChainError> {
-    resolve_with_peer(chain, mem, crate::peer::peer())
+pub fn resolve(start: ChainStart, mem: Arc<GuestRam>) -> Result<ResolvedChain, ChainError> {
+    resolve_with_peer(start, mem, crate::peer::peer())
 }
 
 /// [`resolve`] with the peer given.
 pub fn resolve_with_peer(
-    chain: DescriptorChain<Arc<GuestRam>>,
+    start: ChainStart,
     mem: Arc<GuestRam>,
     peer: Option<PeerMemory>,
 ) -> Result<ResolvedChain, ChainError> {
-    let head = chain.head_index();
+    let head = start.head;
     let mut readable = ByteStream::default();
     let mut writable = ByteStream::default();
     let mut writable_ranges = Vec::new();
     let mut count = 0usize;
     let mut last_had_next = false;
-    for desc in chain {
+    for desc in DescWalk::new(&mem, start) {
         count += 1;
         if count > MAX_CHAIN_DESCRIPTORS {
             return Err(ChainError::TooLong);

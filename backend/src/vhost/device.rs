@@ -19,7 +19,7 @@ use vmm_sys_util::event::{
     new_event_consumer_and_notifier, EventConsumer, EventFlag, EventNotifier,
 };
 
-use crate::chain::{resolve, GuestRam};
+use crate::chain::{resolve, ChainStart, GuestRam};
 use crate::vgpu::Vgpu;
 
 /// `VHOST_USER_F_PROTOCOL_FEATURES`: vring enable/disable messages are in use.
@@ -101,15 +101,19 @@ impl VgpuDevice {
                 return Ok(());
             }
             loop {
-                // The write lock is held only to pop one chain.
-                let chain = vring
-                    .get_mut()
-                    .get_queue_mut()
-                    .pop_descriptor_chain(mem.clone());
-                let Some(chain) = chain else { break };
-                let head = chain.head_index();
+                // The write lock is held only to pop one chain; its table
+                // is read under the same hold.
+                let start = {
+                    let mut state = vring.get_mut();
+                    let queue = state.get_queue_mut();
+                    queue
+                        .pop_descriptor_chain(&*mem)
+                        .map(|chain| ChainStart::of(queue, chain.head_index()))
+                };
+                let Some(start) = start else { break };
+                let head = start.head;
                 let started = crate::vgpu::profile::start();
-                match resolve(chain, mem.clone()) {
+                match resolve(start, mem.clone()) {
                     Ok(resolved) => {
                         let resolved_at = started.map(|t| (t, t.elapsed()));
                         let vring = vring.clone();
