@@ -91,9 +91,15 @@ impl VgpuDevice {
             return Ok(());
         };
         let mem: Arc<GuestRam> = atomic.memory().into_inner();
+        let mut notifications_on = true;
         loop {
-            // No kicks while this thread takes requests anyway.
-            vring.disable_notification().map_err(io::Error::other)?;
+            // No kicks while this thread takes requests anyway; they stay
+            // off while it polls, so only a pass after `enable_notification`
+            // turns them off again (a write lock per chain saved).
+            if notifications_on {
+                vring.disable_notification().map_err(io::Error::other)?;
+                notifications_on = false;
+            }
             if !self.avail_index_sane(vring, &mem) {
                 // A driver that moved the available index further than the
                 // ring holds has broken the queue: nothing is taken from it
@@ -141,6 +147,7 @@ impl VgpuDevice {
             }
             // Re-enabled, then looked at again: a request published in
             // between would otherwise wait for a kick that never comes.
+            notifications_on = true;
             if !vring.enable_notification().map_err(io::Error::other)? {
                 crate::vgpu::profile::TRANSPORT.note_sleep();
                 break;
@@ -216,13 +223,19 @@ impl VgpuDevice {
 
 /// Puts a chain on the used ring and notifies the driver.
 fn return_chain(vring: &VringRwLock<GuestMemoryAtomic<GuestRam>>, head: u16, used: u32) {
-    if let Err(e) = vring.add_used(head, used) {
-        // Only a head the driver forged can fail here (it is out of range).
-        log::debug!("cannot return descriptor chain {head}: {e}");
-        return;
-    }
-    // With EVENT_IDX the driver says when it wants an interrupt.
-    if vring.needs_notification().unwrap_or(true) {
+    // One hold of the write lock for both steps, as `add_used` and
+    // `needs_notification` on the vring would take it twice.
+    let notify = {
+        let mut state = vring.get_mut();
+        if let Err(e) = state.add_used(head, used) {
+            // Only a head the driver forged can fail here (it is out of range).
+            log::debug!("cannot return descriptor chain {head}: {e}");
+            return;
+        }
+        // With EVENT_IDX the driver says when it wants an interrupt.
+        state.needs_notification().unwrap_or(true)
+    };
+    if notify {
         if let Err(e) = vring.signal_used_queue() {
             log::warn!("cannot notify the driver: {e}");
         }
