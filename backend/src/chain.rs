@@ -180,11 +180,26 @@ impl ByteStream {
 
     /// The pieces that cover `data`, in order.
     pub fn pieces(&self, data: DataRef) -> Result<Vec<Piece>, Status> {
+        let mut out = Vec::new();
+        self.visit(data, |piece| {
+            out.push(piece);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `f` with each piece that covers `data`, in order, and stops
+    /// at its first error: what `pieces` lists, without a vector (the
+    /// vring thread reads every request and writes every reply this way).
+    fn visit(
+        &self,
+        data: DataRef,
+        mut f: impl FnMut(Piece) -> Result<(), Status>,
+    ) -> Result<(), Status> {
         let end = data.end().ok_or(Status::INVALID_VALUE)?;
         if end > self.len {
             return Err(Status::INVALID_VALUE);
         }
-        let mut out = Vec::new();
         let mut start = 0u64;
         for seg in &self.segments {
             let seg_end = start + seg.len() as u64;
@@ -194,58 +209,78 @@ impl ByteStream {
                 // `lo - start < hi - start <= seg.len()`: inside the piece.
                 let (_, tail) = seg.split_at((lo - start) as usize);
                 let (piece, _) = tail.split_at((hi - lo) as usize);
-                out.push(piece);
+                f(piece)?;
             }
             start = seg_end;
             if start >= end {
                 break;
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The host pieces that cover `data`, in order; a range that reaches
     /// into the peer's memory is refused (see [`GuestIo::out_slices`]).
     pub fn slices(&self, data: DataRef) -> Result<Vec<Segment>, Status> {
-        self.pieces(data)?
-            .into_iter()
-            .map(|piece| match piece {
-                Piece::Local(segment) => Ok(segment),
+        let mut out = Vec::new();
+        self.visit_local(data, |segment| {
+            out.push(segment);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// [`Self::visit`] for host pieces only: a range that reaches into the
+    /// peer's memory is refused before `f` sees any of it.
+    fn visit_local(
+        &self,
+        data: DataRef,
+        mut f: impl FnMut(Segment) -> Result<(), Status>,
+    ) -> Result<(), Status> {
+        if self.has_peer() {
+            self.visit(data, |piece| match piece {
+                Piece::Local(_) => Ok(()),
                 Piece::Peer(_) => Err(Status::INVALID_VALUE),
-            })
-            .collect()
+            })?;
+        }
+        self.visit(data, |piece| match piece {
+            Piece::Local(segment) => f(segment),
+            Piece::Peer(_) => Err(Status::INVALID_VALUE),
+        })
     }
 
     /// Copies `dst.len()` bytes from `offset` out of guest memory.
     pub fn read(&self, offset: u64, dst: &mut [u8]) -> Result<(), Status> {
         let mut at = 0usize;
-        for seg in self.slices(DataRef {
+        let data = DataRef {
             offset,
             len: dst.len() as u64,
-        })? {
+        };
+        self.visit_local(data, |seg| {
             // SAFETY: `seg` lies inside live guest memory (see `Segment`);
-            // `dst` has room for it because the slices add up to its length.
-            // The guest may change the bytes meanwhile: they are untrusted
-            // data either way.
+            // `dst` has room for it because the pieces add up to its
+            // length. The guest may change the bytes meanwhile: they are
+            // untrusted data either way.
             unsafe { std::ptr::copy_nonoverlapping(seg.ptr, dst[at..].as_mut_ptr(), seg.len) };
             at += seg.len;
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Copies `src` into guest memory at `offset`.
     pub fn write(&self, offset: u64, src: &[u8]) -> Result<(), Status> {
         let mut at = 0usize;
-        for seg in self.slices(DataRef {
+        let data = DataRef {
             offset,
             len: src.len() as u64,
-        })? {
+        };
+        self.visit_local(data, |seg| {
             // SAFETY: as in `read`, the segment is live guest memory and
             // `src[at..]` holds at least `seg.len` bytes.
             unsafe { std::ptr::copy_nonoverlapping(src[at..].as_ptr(), seg.ptr, seg.len) };
             at += seg.len;
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
 
