@@ -21,6 +21,7 @@ use vmm_sys_util::event::{
 
 use crate::chain::{resolve, ChainStart, GuestRam};
 use crate::vgpu::Vgpu;
+use crate::vhost::avail_index::AvailIndex;
 
 /// `VHOST_USER_F_PROTOCOL_FEATURES`: vring enable/disable messages are in use.
 const VHOST_USER_F_PROTOCOL_FEATURES: u32 = 30;
@@ -91,6 +92,7 @@ impl VgpuDevice {
             return Ok(());
         };
         let mem: Arc<GuestRam> = atomic.memory().into_inner();
+        let mut avail = AvailIndex::new(&mem);
         let mut notifications_on = true;
         loop {
             // No kicks while this thread takes requests anyway; they stay
@@ -100,7 +102,7 @@ impl VgpuDevice {
                 vring.disable_notification().map_err(io::Error::other)?;
                 notifications_on = false;
             }
-            if !self.avail_index_sane(vring, &mem) {
+            if !self.avail_index_sane(vring, &mut avail) {
                 // A driver that moved the available index further than the
                 // ring holds has broken the queue: nothing is taken from it
                 // until it is reset, and the worker does not spin on it.
@@ -141,7 +143,7 @@ impl VgpuDevice {
                     }
                 }
             }
-            if self.poll_for_more(vring, &mem) {
+            if self.poll_for_more(vring, &mut avail) {
                 crate::vgpu::profile::TRANSPORT.note_found_by_polling();
                 continue;
             }
@@ -166,7 +168,7 @@ impl VgpuDevice {
     fn poll_for_more(
         &self,
         vring: &VringRwLock<GuestMemoryAtomic<GuestRam>>,
-        mem: &GuestRam,
+        avail: &mut AvailIndex<'_>,
     ) -> bool {
         if self.inner.poll.is_zero() {
             return false;
@@ -178,8 +180,8 @@ impl VgpuDevice {
             }
             let state = vring.get_ref();
             let queue = state.get_queue();
-            match queue.avail_idx(mem, std::sync::atomic::Ordering::Acquire) {
-                Ok(avail) if avail.0 != queue.next_avail() => return true,
+            match avail.read(queue) {
+                Ok(index) if index.0 != queue.next_avail() => return true,
                 Ok(_) => {}
                 Err(_) => return false,
             }
@@ -197,18 +199,18 @@ impl VgpuDevice {
     fn avail_index_sane(
         &self,
         vring: &VringRwLock<GuestMemoryAtomic<GuestRam>>,
-        mem: &GuestRam,
+        avail: &mut AvailIndex<'_>,
     ) -> bool {
         let state = vring.get_ref();
         let queue = state.get_queue();
-        let Ok(avail) = queue.avail_idx(mem, std::sync::atomic::Ordering::Acquire) else {
+        let Ok(index) = avail.read(queue) else {
             crate::guest_warn!(
                 self.inner.vgpu.warnings,
                 "the submit ring's available index is unreadable"
             );
             return false;
         };
-        let pending = avail.0.wrapping_sub(queue.next_avail());
+        let pending = index.0.wrapping_sub(queue.next_avail());
         if pending > queue.size() {
             crate::guest_warn!(
                 self.inner.vgpu.warnings,
