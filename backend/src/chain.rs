@@ -645,3 +645,73 @@ pub fn resolve_with_peer(
         writable: writable_ranges,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream over `buf` cut into pieces of `lens`, a peer range after
+    /// them when `peer` says so.
+    fn stream(buf: &mut [u8], lens: &[usize], peer: bool) -> ByteStream {
+        let mut stream = ByteStream::default();
+        let mut at = 0;
+        for &len in lens {
+            stream.push(Piece::Local(Segment {
+                ptr: buf[at..].as_mut_ptr(),
+                len,
+            }));
+            at += len;
+        }
+        if peer {
+            stream.push(Piece::Peer(PeerRange {
+                addr: 0x1000,
+                len: 8,
+            }));
+        }
+        stream
+    }
+
+    fn lens(stream: &ByteStream) -> Vec<usize> {
+        stream.segments.iter().map(Piece::len).collect()
+    }
+
+    #[test]
+    fn split_off_cuts_at_piece_boundaries_and_inside_pieces() {
+        let mut buf = vec![0u8; 64];
+        for (at, head, tail) in [
+            (0u64, vec![], vec![10, 20, 30]),
+            (10, vec![10], vec![20, 30]),
+            (15, vec![10, 5], vec![15, 30]),
+            (59, vec![10, 20, 29], vec![1]),
+            (60, vec![10, 20, 30], vec![]),
+            (99, vec![10, 20, 30], vec![]),
+        ] {
+            let mut s = stream(&mut buf, &[10, 20, 30], false);
+            let rest = s.split_off(at);
+            assert_eq!((lens(&s), lens(&rest)), (head, tail), "split at {at}");
+            assert_eq!(s.len(), at.min(60));
+            assert_eq!(rest.len(), 60 - at.min(60));
+        }
+    }
+
+    #[test]
+    fn reads_and_writes_span_pieces_and_refuse_peer_ranges_whole() {
+        let mut buf: Vec<u8> = (0..64).collect();
+        let s = stream(&mut buf, &[10, 20, 30], true);
+        let mut got = [0u8; 12];
+        s.read(5, &mut got).expect("inside the host pieces");
+        assert_eq!(got.to_vec(), (5..17).collect::<Vec<u8>>());
+        s.write(8, &[0xaa; 4]).expect("inside the host pieces");
+        // A range reaching into the peer's memory moves no byte at all.
+        assert_eq!(s.write(56, &[0xbb; 8]), Err(Status::INVALID_VALUE));
+        assert_eq!(s.read(0, &mut [0u8; 68]), Err(Status::INVALID_VALUE));
+        assert_eq!(
+            s.read(0, &mut [0u8; 69]),
+            Err(Status::INVALID_VALUE),
+            "past the end"
+        );
+        drop(s);
+        assert_eq!(&buf[8..12], &[0xaa; 4]);
+        assert_eq!(&buf[56..60], &[56, 57, 58, 59]);
+    }
+}
