@@ -11,9 +11,11 @@ use std::sync::Arc;
 use vgpu_protocol::frame::{BatchHeader, BATCH_HEADER_LEN, REPLY_HEADER_LEN};
 use vgpu_protocol::limits::{MAX_CHAIN_DESCRIPTORS, PEER_WINDOW_BASE};
 use vgpu_protocol::{DataRef, DecodeError, Status};
-use virtio_queue::{desc::split::Descriptor, DescriptorChain};
-use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
+use virtio_queue::desc::split::Descriptor;
+use vm_memory::GuestMemoryMmap;
 
+pub use crate::desc_walk::ChainStart;
+use crate::desc_walk::DescWalk;
 use crate::peer::PeerMemory;
 
 /// Guest memory as the backend maps it.
@@ -141,36 +143,63 @@ impl ByteStream {
     }
 
     /// Splits off the bytes from `at` on into a second stream.
+    /// In place: the stream keeps its vector, and the rest gets one only
+    /// when it has pieces (a synchronous call's request and reply streams
+    /// are whole, so splitting them allocates nothing).
     fn split_off(&mut self, at: u64) -> ByteStream {
-        let mut rest = ByteStream::default();
         let mut start = 0u64;
-        let mut keep = Vec::new();
-        for seg in self.segments.drain(..) {
+        let mut index = self.segments.len();
+        let mut straddling = None;
+        for (i, seg) in self.segments.iter().enumerate() {
             let end = start + seg.len() as u64;
-            if end <= at {
-                keep.push(seg);
-            } else if start >= at {
-                rest.push(seg);
-            } else {
-                // `head < seg.len()`: the split stays inside the piece.
-                let (head, tail) = seg.split_at((at - start) as usize);
-                keep.push(head);
-                rest.push(tail);
+            if start >= at {
+                index = i;
+                break;
+            }
+            if end > at {
+                // `at - start < seg.len()`: the split stays inside the piece.
+                straddling = Some((i, (at - start) as usize));
+                index = i + 1;
+                break;
             }
             start = end;
         }
-        self.segments = keep;
+        let mut rest = ByteStream {
+            segments: self.segments.split_off(index),
+            len: 0,
+        };
+        if let Some((i, n)) = straddling {
+            let (head, tail) = self.segments[i].split_at(n);
+            self.segments[i] = head;
+            rest.segments.insert(0, tail);
+        }
+        rest.len = rest.segments.iter().map(|p| p.len() as u64).sum();
         self.len = self.len.min(at);
         rest
     }
 
     /// The pieces that cover `data`, in order.
     pub fn pieces(&self, data: DataRef) -> Result<Vec<Piece>, Status> {
+        let mut out = Vec::new();
+        self.visit(data, |piece| {
+            out.push(piece);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `f` with each piece that covers `data`, in order, and stops
+    /// at its first error: what `pieces` lists, without a vector (the
+    /// vring thread reads every request and writes every reply this way).
+    fn visit(
+        &self,
+        data: DataRef,
+        mut f: impl FnMut(Piece) -> Result<(), Status>,
+    ) -> Result<(), Status> {
         let end = data.end().ok_or(Status::INVALID_VALUE)?;
         if end > self.len {
             return Err(Status::INVALID_VALUE);
         }
-        let mut out = Vec::new();
         let mut start = 0u64;
         for seg in &self.segments {
             let seg_end = start + seg.len() as u64;
@@ -180,58 +209,78 @@ impl ByteStream {
                 // `lo - start < hi - start <= seg.len()`: inside the piece.
                 let (_, tail) = seg.split_at((lo - start) as usize);
                 let (piece, _) = tail.split_at((hi - lo) as usize);
-                out.push(piece);
+                f(piece)?;
             }
             start = seg_end;
             if start >= end {
                 break;
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The host pieces that cover `data`, in order; a range that reaches
     /// into the peer's memory is refused (see [`GuestIo::out_slices`]).
     pub fn slices(&self, data: DataRef) -> Result<Vec<Segment>, Status> {
-        self.pieces(data)?
-            .into_iter()
-            .map(|piece| match piece {
-                Piece::Local(segment) => Ok(segment),
+        let mut out = Vec::new();
+        self.visit_local(data, |segment| {
+            out.push(segment);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// [`Self::visit`] for host pieces only: a range that reaches into the
+    /// peer's memory is refused before `f` sees any of it.
+    fn visit_local(
+        &self,
+        data: DataRef,
+        mut f: impl FnMut(Segment) -> Result<(), Status>,
+    ) -> Result<(), Status> {
+        if self.has_peer() {
+            self.visit(data, |piece| match piece {
+                Piece::Local(_) => Ok(()),
                 Piece::Peer(_) => Err(Status::INVALID_VALUE),
-            })
-            .collect()
+            })?;
+        }
+        self.visit(data, |piece| match piece {
+            Piece::Local(segment) => f(segment),
+            Piece::Peer(_) => Err(Status::INVALID_VALUE),
+        })
     }
 
     /// Copies `dst.len()` bytes from `offset` out of guest memory.
     pub fn read(&self, offset: u64, dst: &mut [u8]) -> Result<(), Status> {
         let mut at = 0usize;
-        for seg in self.slices(DataRef {
+        let data = DataRef {
             offset,
             len: dst.len() as u64,
-        })? {
+        };
+        self.visit_local(data, |seg| {
             // SAFETY: `seg` lies inside live guest memory (see `Segment`);
-            // `dst` has room for it because the slices add up to its length.
-            // The guest may change the bytes meanwhile: they are untrusted
-            // data either way.
+            // `dst` has room for it because the pieces add up to its
+            // length. The guest may change the bytes meanwhile: they are
+            // untrusted data either way.
             unsafe { std::ptr::copy_nonoverlapping(seg.ptr, dst[at..].as_mut_ptr(), seg.len) };
             at += seg.len;
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Copies `src` into guest memory at `offset`.
     pub fn write(&self, offset: u64, src: &[u8]) -> Result<(), Status> {
         let mut at = 0usize;
-        for seg in self.slices(DataRef {
+        let data = DataRef {
             offset,
             len: src.len() as u64,
-        })? {
+        };
+        self.visit_local(data, |seg| {
             // SAFETY: as in `read`, the segment is live guest memory and
             // `src[at..]` holds at least `seg.len` bytes.
             unsafe { std::ptr::copy_nonoverlapping(src[at..].as_ptr(), seg.ptr, seg.len) };
             at += seg.len;
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
 
@@ -465,11 +514,8 @@ pub struct ResolvedChain {
 impl ResolvedChain {
     /// Marks every writable descriptor's pages dirty for live migration.
     pub fn mark_written(&self) {
-        use vm_memory::bitmap::Bitmap;
         for (addr, len) in &self.writable {
-            if let Ok(slice) = self.mem.get_slice(GuestAddress(*addr), *len as usize) {
-                slice.bitmap().mark_dirty(0, *len as usize);
-            }
+            crate::guest_ranges::mark_dirty(&self.mem, *addr, *len as usize);
         }
     }
 }
@@ -479,11 +525,10 @@ fn host_segment(mem: &GuestRam, desc: &Descriptor) -> Result<Segment, ChainError
         addr: desc.addr().0,
         len: desc.len(),
     };
-    let slice = mem
-        .get_slice(GuestAddress(desc.addr().0), desc.len() as usize)
-        .map_err(|_| out_of_range())?;
+    let ptr = crate::guest_ranges::host_address(mem, desc.addr().0, desc.len() as usize)
+        .ok_or_else(out_of_range)?;
     Ok(Segment {
-        ptr: slice.ptr_guard_mut().as_ptr(),
+        ptr,
         len: desc.len() as usize,
     })
 }
@@ -492,26 +537,23 @@ fn host_segment(mem: &GuestRam, desc: &Descriptor) -> Result<Segment, ChainError
 /// `mem` is the memory the chain was popped with; descriptors in the peer
 /// window are followed only when the worker has a peer
 /// ([`crate::peer::peer`]), else they are outside guest memory.
-pub fn resolve(
-    chain: DescriptorChain<Arc<GuestRam>>,
-    mem: Arc<GuestRam>,
-) -> Result<ResolvedChain, ChainError> {
-    resolve_with_peer(chain, mem, crate::peer::peer())
+pub fn resolve(start: ChainStart, mem: Arc<GuestRam>) -> Result<ResolvedChain, ChainError> {
+    resolve_with_peer(start, mem, crate::peer::peer())
 }
 
 /// [`resolve`] with the peer given.
 pub fn resolve_with_peer(
-    chain: DescriptorChain<Arc<GuestRam>>,
+    start: ChainStart,
     mem: Arc<GuestRam>,
     peer: Option<PeerMemory>,
 ) -> Result<ResolvedChain, ChainError> {
-    let head = chain.head_index();
+    let head = start.head;
     let mut readable = ByteStream::default();
     let mut writable = ByteStream::default();
     let mut writable_ranges = Vec::new();
     let mut count = 0usize;
     let mut last_had_next = false;
-    for desc in chain {
+    for desc in DescWalk::new(&mem, start) {
         count += 1;
         if count > MAX_CHAIN_DESCRIPTORS {
             return Err(ChainError::TooLong);
@@ -602,4 +644,74 @@ pub fn resolve_with_peer(
         mem,
         writable: writable_ranges,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream over `buf` cut into pieces of `lens`, a peer range after
+    /// them when `peer` says so.
+    fn stream(buf: &mut [u8], lens: &[usize], peer: bool) -> ByteStream {
+        let mut stream = ByteStream::default();
+        let mut at = 0;
+        for &len in lens {
+            stream.push(Piece::Local(Segment {
+                ptr: buf[at..].as_mut_ptr(),
+                len,
+            }));
+            at += len;
+        }
+        if peer {
+            stream.push(Piece::Peer(PeerRange {
+                addr: 0x1000,
+                len: 8,
+            }));
+        }
+        stream
+    }
+
+    fn lens(stream: &ByteStream) -> Vec<usize> {
+        stream.segments.iter().map(Piece::len).collect()
+    }
+
+    #[test]
+    fn split_off_cuts_at_piece_boundaries_and_inside_pieces() {
+        let mut buf = vec![0u8; 64];
+        for (at, head, tail) in [
+            (0u64, vec![], vec![10, 20, 30]),
+            (10, vec![10], vec![20, 30]),
+            (15, vec![10, 5], vec![15, 30]),
+            (59, vec![10, 20, 29], vec![1]),
+            (60, vec![10, 20, 30], vec![]),
+            (99, vec![10, 20, 30], vec![]),
+        ] {
+            let mut s = stream(&mut buf, &[10, 20, 30], false);
+            let rest = s.split_off(at);
+            assert_eq!((lens(&s), lens(&rest)), (head, tail), "split at {at}");
+            assert_eq!(s.len(), at.min(60));
+            assert_eq!(rest.len(), 60 - at.min(60));
+        }
+    }
+
+    #[test]
+    fn reads_and_writes_span_pieces_and_refuse_peer_ranges_whole() {
+        let mut buf: Vec<u8> = (0..64).collect();
+        let s = stream(&mut buf, &[10, 20, 30], true);
+        let mut got = [0u8; 12];
+        s.read(5, &mut got).expect("inside the host pieces");
+        assert_eq!(got.to_vec(), (5..17).collect::<Vec<u8>>());
+        s.write(8, &[0xaa; 4]).expect("inside the host pieces");
+        // A range reaching into the peer's memory moves no byte at all.
+        assert_eq!(s.write(56, &[0xbb; 8]), Err(Status::INVALID_VALUE));
+        assert_eq!(s.read(0, &mut [0u8; 68]), Err(Status::INVALID_VALUE));
+        assert_eq!(
+            s.read(0, &mut [0u8; 69]),
+            Err(Status::INVALID_VALUE),
+            "past the end"
+        );
+        drop(s);
+        assert_eq!(&buf[8..12], &[0xaa; 4]);
+        assert_eq!(&buf[56..60], &[56, 57, 58, 59]);
+    }
 }

@@ -129,28 +129,56 @@ pub fn decode(bytes: &[u8]) -> Result<Batch, DecodeError> {
 /// The opcodes of a request stream's messages, without decoding payloads;
 /// stops at the first framing error.
 pub fn scan_opcodes(bytes: &[u8]) -> Vec<u32> {
-    let Ok(header) = BatchHeader::decode(bytes) else {
-        return Vec::new();
-    };
-    let mut r = Reader::new(bytes.get(BATCH_HEADER_LEN..).unwrap_or_default());
-    let mut opcodes = Vec::new();
-    for _ in 0..header.count {
-        let Ok(opcode) = r.u32() else { break };
-        let Ok(len) = r
-            .take(12)
-            .and_then(|_| r.u32())
-            .and_then(|len| r.u32().map(|_| len))
-        else {
-            break;
-        };
-        opcodes.push(opcode);
-        let len = len as usize;
-        if r.take(len).is_err() {
-            break;
-        }
-        let _ = r.take(padding8(len).min(r.remaining()));
+    opcodes(bytes).collect()
+}
+
+/// [`scan_opcodes`] as an iterator: a look at the opcodes allocates
+/// nothing (the backend looks at every batch's before running it).
+pub fn opcodes(bytes: &[u8]) -> Opcodes<'_> {
+    match BatchHeader::decode(bytes) {
+        Ok(header) => Opcodes {
+            r: Reader::new(bytes.get(BATCH_HEADER_LEN..).unwrap_or_default()),
+            left: header.count,
+        },
+        Err(_) => Opcodes {
+            r: Reader::new(&[]),
+            left: 0,
+        },
     }
-    opcodes
+}
+
+/// The iterator of [`opcodes`].
+pub struct Opcodes<'a> {
+    r: Reader<'a>,
+    left: u32,
+}
+
+impl Iterator for Opcodes<'_> {
+    type Item = u32;
+
+    fn next(&mut self) -> Option<u32> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let r = &mut self.r;
+        let framed = r.u32().and_then(|opcode| {
+            let len = r.take(12).and_then(|_| r.u32())?;
+            r.u32()?;
+            Ok((opcode, len as usize))
+        });
+        let Ok((opcode, len)) = framed else {
+            self.left = 0;
+            return None;
+        };
+        if r.take(len).is_err() {
+            // The message is cut short: it is the last one listed.
+            self.left = 0;
+        } else {
+            let _ = r.take(padding8(len).min(r.remaining()));
+        }
+        Some(opcode)
+    }
 }
 
 /// A point in a [`BatchBuilder`]'s stream.
@@ -223,7 +251,14 @@ impl BatchBuilder {
 
     /// The finished request stream.
     pub fn finish(&self, session: u64, reply_capacity: u32) -> Vec<u8> {
-        let mut w = Writer::new();
+        let mut stream = Vec::new();
+        self.finish_into(session, reply_capacity, &mut stream);
+        stream
+    }
+
+    /// [`BatchBuilder::finish`] into `stream` (emptied first), reusing its
+    /// room: a guest library seals a batch per synchronous call.
+    pub fn finish_into(&self, session: u64, reply_capacity: u32, stream: &mut Vec<u8>) {
         let header = BatchHeader {
             version: PROTOCOL_VERSION,
             flags: self.flags,
@@ -232,9 +267,14 @@ impl BatchBuilder {
             request_len: u32::try_from(self.encoded_len()).expect("batches stay under 4 GiB"),
             reply_capacity,
         };
+        let mut w = Writer {
+            bytes: std::mem::take(stream),
+        };
+        w.bytes.clear();
+        w.bytes.reserve(self.encoded_len());
         header.encode(&mut w);
         w.raw(&self.body.bytes);
-        w.bytes
+        *stream = w.bytes;
     }
 
     pub fn clear(&mut self) {
@@ -242,6 +282,9 @@ impl BatchBuilder {
         self.count = 0;
     }
 }
+
+/// Bytes a reply reserves at first (at most its capacity).
+const REPLY_RESERVE: usize = 512;
 
 /// Reply records in the order their messages ran (backend side).
 #[derive(Debug)]
@@ -257,6 +300,10 @@ pub struct ReplyBuilder {
 impl ReplyBuilder {
     pub fn new(capacity: u32) -> Self {
         let mut w = Writer::new();
+        // Room for a few small records up front: a reply grown from empty
+        // was reallocated two or three times per batch.
+        w.bytes
+            .reserve((capacity as usize).clamp(REPLY_HEADER_LEN, REPLY_RESERVE));
         w.bytes.resize(REPLY_HEADER_LEN, 0);
         ReplyBuilder {
             w,
@@ -326,19 +373,20 @@ impl ReplyBuilder {
     }
 
     pub fn finish(mut self) -> Vec<u8> {
-        let mut header = Writer::new();
-        header.u32(REPLY_MAGIC);
-        header.u16(PROTOCOL_VERSION);
-        header.u16(if self.truncated {
+        let flags = if self.truncated {
             REPLY_FLAG_TRUNCATED
         } else {
             0
-        });
-        header.u32(self.count);
-        header.u32(self.w.bytes.len() as u32);
-        header.i32(self.status.0);
-        header.i32(self.earlier.0);
-        self.w.bytes[..REPLY_HEADER_LEN].copy_from_slice(&header.bytes);
+        };
+        let len = self.w.bytes.len() as u32;
+        let header = &mut self.w.bytes[..REPLY_HEADER_LEN];
+        header[0..4].copy_from_slice(&REPLY_MAGIC.to_le_bytes());
+        header[4..6].copy_from_slice(&PROTOCOL_VERSION.to_le_bytes());
+        header[6..8].copy_from_slice(&flags.to_le_bytes());
+        header[8..12].copy_from_slice(&self.count.to_le_bytes());
+        header[12..16].copy_from_slice(&len.to_le_bytes());
+        header[16..20].copy_from_slice(&self.status.0.to_le_bytes());
+        header[20..24].copy_from_slice(&self.earlier.0.to_le_bytes());
         self.w.bytes
     }
 }

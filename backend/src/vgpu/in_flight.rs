@@ -1,52 +1,62 @@
 //! Chains a vGPU accepted and has not returned yet, and a wait for none.
-//! The count changes twice per chain on the vring's hot path, so leaving
-//! wakes a waiter only when there is one: a condition variable's notify
-//! is a system call (a futex wake) even with nobody waiting.
+//! The count changes twice per chain on the vring's hot path, so it is an
+//! atomic, and leaving takes the lock and wakes a waiter only when there
+//! is one: a condition variable's notify is a system call (a futex wake)
+//! even with nobody waiting, and a mutex per change was two more atomic
+//! round trips per chain.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 #[derive(Default)]
 pub struct InFlight {
-    counts: Mutex<Counts>,
+    chains: AtomicUsize,
+    /// Threads in `wait_idle`; changed only under `lock`.
+    waiters: AtomicUsize,
+    lock: Mutex<()>,
     idle: Condvar,
-}
-
-#[derive(Default)]
-struct Counts {
-    chains: usize,
-    waiters: usize,
 }
 
 impl InFlight {
     /// A chain was accepted.
     pub fn enter(&self) {
-        self.lock().chains += 1;
+        self.chains.fetch_add(1, Ordering::SeqCst);
     }
 
     /// A chain was returned to the guest.
     pub fn leave(&self) {
-        let mut counts = self.lock();
-        counts.chains = counts.chains.saturating_sub(1);
-        if counts.chains == 0 && counts.waiters > 0 {
+        let left = self
+            .chains
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                Some(n.saturating_sub(1))
+            })
+            .map_or(0, |before| before.saturating_sub(1));
+        // Both sides use SeqCst: either the waiter counted itself before
+        // this load (and is woken below, under the lock it holds until it
+        // sleeps), or it reads the count after the decrement and does not
+        // sleep at all.
+        if left == 0 && self.waiters.load(Ordering::SeqCst) > 0 {
+            let _guard = self.lock();
             self.idle.notify_all();
         }
     }
 
     /// Waits until no chain is in flight, for at most `limit`; whether none is.
     pub fn wait_idle(&self, limit: Duration) -> bool {
-        let mut counts = self.lock();
-        counts.waiters += 1;
-        let (mut counts, _) = self
+        let guard = self.lock();
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let (guard, _) = self
             .idle
-            .wait_timeout_while(counts, limit, |c| c.chains > 0)
+            .wait_timeout_while(guard, limit, |_| self.chains.load(Ordering::SeqCst) > 0)
             .unwrap_or_else(|e| e.into_inner());
-        counts.waiters -= 1;
-        counts.chains == 0
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        drop(guard);
+        self.chains.load(Ordering::SeqCst) == 0
     }
 
-    fn lock(&self) -> MutexGuard<'_, Counts> {
-        self.counts.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, ()> {
+        self.lock.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use vgpu_migration::Profile;
-use vgpu_protocol::frame::{scan_opcodes, ReplyBuilder};
+use vgpu_protocol::frame::{opcodes, ReplyBuilder};
 use vgpu_protocol::{opcode, Status};
 
 use crate::chain::ResolvedChain;
@@ -372,9 +372,8 @@ impl Vgpu {
             );
             return complete(chain, ReplyBuilder::refused(Status::OUT_OF_RESOURCES), done);
         }
-        let opcodes = scan_opcodes(&chain.request);
-        let opens = opcodes.first() == Some(&opcode::OpenSession);
-        let closes = opcodes.contains(&opcode::CloseSession);
+        let opens = opcodes(&chain.request).next() == Some(opcode::OpenSession);
+        let closes = opcodes(&chain.request).any(|op| op == opcode::CloseSession);
         let mut sessions = self.sessions();
         if !sessions.contains_key(&header.session) {
             if !opens {
@@ -415,7 +414,9 @@ impl Vgpu {
                 };
                 let mut chain = chain;
                 let reply = state.run_batch(&mut chain);
-                *counts.lock().unwrap_or_else(|e| e.into_inner()) = state.exec.object_counts();
+                state
+                    .exec
+                    .object_counts_into(&mut counts.lock().unwrap_or_else(|e| e.into_inner()));
                 drop(state);
                 return complete(chain, reply, done);
             }
@@ -477,8 +478,9 @@ impl Vgpu {
                 while let Ok(mut job) = rx.recv() {
                     let mut state = worker_state.lock().unwrap_or_else(|e| e.into_inner());
                     let reply = state.run_batch(&mut job.chain);
-                    *worker_counts.lock().unwrap_or_else(|e| e.into_inner()) =
-                        state.exec.object_counts();
+                    state.exec.object_counts_into(
+                        &mut worker_counts.lock().unwrap_or_else(|e| e.into_inner()),
+                    );
                     closed = state.closed;
                     drop(state);
                     complete(job.chain, reply, job.done);

@@ -104,13 +104,21 @@ impl ExecSessions {
     }
 
     pub fn object_counts(&self) -> Vec<u64> {
-        let mut total = vec![0u64; vgpu_protocol::ObjectKind::ALL.len()];
+        let mut total = Vec::new();
+        self.object_counts_into(&mut total);
+        total
+    }
+
+    /// [`Self::object_counts`] into `total`, reusing its room (the vring
+    /// thread refreshes a session's counts after every batch).
+    pub fn object_counts_into(&self, total: &mut Vec<u64>) {
+        total.clear();
+        total.resize(vgpu_protocol::ObjectKind::ALL.len(), 0);
         for session in &self.sessions {
             for (t, n) in total.iter_mut().zip(session.object_counts()) {
                 *t += n;
             }
         }
-        total
     }
 
     /// Whether any of the session's calls could wait for the guest.

@@ -19,8 +19,9 @@ use vmm_sys_util::event::{
     new_event_consumer_and_notifier, EventConsumer, EventFlag, EventNotifier,
 };
 
-use crate::chain::{resolve, GuestRam};
+use crate::chain::{resolve, ChainStart, GuestRam};
 use crate::vgpu::Vgpu;
+use crate::vhost::avail_index::AvailIndex;
 
 /// `VHOST_USER_F_PROTOCOL_FEATURES`: vring enable/disable messages are in use.
 const VHOST_USER_F_PROTOCOL_FEATURES: u32 = 30;
@@ -91,25 +92,36 @@ impl VgpuDevice {
             return Ok(());
         };
         let mem: Arc<GuestRam> = atomic.memory().into_inner();
+        let mut avail = AvailIndex::new(&mem);
+        let mut notifications_on = true;
         loop {
-            // No kicks while this thread takes requests anyway.
-            vring.disable_notification().map_err(io::Error::other)?;
-            if !self.avail_index_sane(vring, &mem) {
+            // No kicks while this thread takes requests anyway; they stay
+            // off while it polls, so only a pass after `enable_notification`
+            // turns them off again (a write lock per chain saved).
+            if notifications_on {
+                vring.disable_notification().map_err(io::Error::other)?;
+                notifications_on = false;
+            }
+            if !self.avail_index_sane(vring, &mut avail) {
                 // A driver that moved the available index further than the
                 // ring holds has broken the queue: nothing is taken from it
                 // until it is reset, and the worker does not spin on it.
                 return Ok(());
             }
             loop {
-                // The write lock is held only to pop one chain.
-                let chain = vring
-                    .get_mut()
-                    .get_queue_mut()
-                    .pop_descriptor_chain(mem.clone());
-                let Some(chain) = chain else { break };
-                let head = chain.head_index();
+                // The write lock is held only to pop one chain; its table
+                // is read under the same hold.
+                let start = {
+                    let mut state = vring.get_mut();
+                    let queue = state.get_queue_mut();
+                    queue
+                        .pop_descriptor_chain(&*mem)
+                        .map(|chain| ChainStart::of(queue, chain.head_index()))
+                };
+                let Some(start) = start else { break };
+                let head = start.head;
                 let started = crate::vgpu::profile::start();
-                match resolve(chain, mem.clone()) {
+                match resolve(start, mem.clone()) {
                     Ok(resolved) => {
                         let resolved_at = started.map(|t| (t, t.elapsed()));
                         let vring = vring.clone();
@@ -131,12 +143,13 @@ impl VgpuDevice {
                     }
                 }
             }
-            if self.poll_for_more(vring, &mem) {
+            if self.poll_for_more(vring, &mut avail) {
                 crate::vgpu::profile::TRANSPORT.note_found_by_polling();
                 continue;
             }
             // Re-enabled, then looked at again: a request published in
             // between would otherwise wait for a kick that never comes.
+            notifications_on = true;
             if !vring.enable_notification().map_err(io::Error::other)? {
                 crate::vgpu::profile::TRANSPORT.note_sleep();
                 break;
@@ -155,7 +168,7 @@ impl VgpuDevice {
     fn poll_for_more(
         &self,
         vring: &VringRwLock<GuestMemoryAtomic<GuestRam>>,
-        mem: &GuestRam,
+        avail: &mut AvailIndex<'_>,
     ) -> bool {
         if self.inner.poll.is_zero() {
             return false;
@@ -167,8 +180,8 @@ impl VgpuDevice {
             }
             let state = vring.get_ref();
             let queue = state.get_queue();
-            match queue.avail_idx(mem, std::sync::atomic::Ordering::Acquire) {
-                Ok(avail) if avail.0 != queue.next_avail() => return true,
+            match avail.read(queue) {
+                Ok(index) if index.0 != queue.next_avail() => return true,
                 Ok(_) => {}
                 Err(_) => return false,
             }
@@ -186,18 +199,18 @@ impl VgpuDevice {
     fn avail_index_sane(
         &self,
         vring: &VringRwLock<GuestMemoryAtomic<GuestRam>>,
-        mem: &GuestRam,
+        avail: &mut AvailIndex<'_>,
     ) -> bool {
         let state = vring.get_ref();
         let queue = state.get_queue();
-        let Ok(avail) = queue.avail_idx(mem, std::sync::atomic::Ordering::Acquire) else {
+        let Ok(index) = avail.read(queue) else {
             crate::guest_warn!(
                 self.inner.vgpu.warnings,
                 "the submit ring's available index is unreadable"
             );
             return false;
         };
-        let pending = avail.0.wrapping_sub(queue.next_avail());
+        let pending = index.0.wrapping_sub(queue.next_avail());
         if pending > queue.size() {
             crate::guest_warn!(
                 self.inner.vgpu.warnings,
@@ -212,13 +225,19 @@ impl VgpuDevice {
 
 /// Puts a chain on the used ring and notifies the driver.
 fn return_chain(vring: &VringRwLock<GuestMemoryAtomic<GuestRam>>, head: u16, used: u32) {
-    if let Err(e) = vring.add_used(head, used) {
-        // Only a head the driver forged can fail here (it is out of range).
-        log::debug!("cannot return descriptor chain {head}: {e}");
-        return;
-    }
-    // With EVENT_IDX the driver says when it wants an interrupt.
-    if vring.needs_notification().unwrap_or(true) {
+    // One hold of the write lock for both steps, as `add_used` and
+    // `needs_notification` on the vring would take it twice.
+    let notify = {
+        let mut state = vring.get_mut();
+        if let Err(e) = state.add_used(head, used) {
+            // Only a head the driver forged can fail here (it is out of range).
+            log::debug!("cannot return descriptor chain {head}: {e}");
+            return;
+        }
+        // With EVENT_IDX the driver says when it wants an interrupt.
+        state.needs_notification().unwrap_or(true)
+    };
+    if notify {
         if let Err(e) = vring.signal_used_queue() {
             log::warn!("cannot notify the driver: {e}");
         }

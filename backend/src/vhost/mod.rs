@@ -2,5 +2,6 @@
 //! program) drives, and the device
 //! state it saves and loads for a migration.
 
+mod avail_index;
 pub mod device;
 pub mod device_state;

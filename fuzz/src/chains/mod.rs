@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 
 use arbitrary::{Result, Unstructured};
-use vgpu_backend::chain::{resolve, GuestRam};
+use vgpu_backend::chain::{resolve, ChainStart, GuestRam};
 use vgpu_backend::executor::Executor;
 use vgpu_backend::persist::{self, Continuity};
 use vgpu_backend::quota::Limits;
@@ -292,9 +292,10 @@ impl Run<'_> {
         self.next_desc = first + count;
         self.add_desc_chains(&raw, first);
         let mut sent = Vec::new();
-        while let Some(chain) = self.queue.pop_descriptor_chain(self.mem.clone()) {
+        while let Some(chain) = self.queue.pop_descriptor_chain(&*self.mem) {
             let head = chain.head_index();
-            let Ok(resolved) = resolve(chain, self.mem.clone()) else {
+            let start = ChainStart::of(&self.queue, head);
+            let Ok(resolved) = resolve(start, self.mem.clone()) else {
                 note(DROPPED);
                 continue;
             };

@@ -47,6 +47,11 @@ struct Inner {
     /// Reply capacity of the deferred batch the transport still runs, if
     /// one is posted: it is finished before anything else is submitted.
     posted: Option<usize>,
+    /// The request stream of the last batch, kept for its room.
+    request: Vec<u8>,
+    /// Measures a message before it joins the pending batch (kept for its
+    /// room: every call is measured).
+    probe: BatchBuilder,
 }
 
 /// A session with the device. Thread-safe; calls are serialized.
@@ -103,6 +108,8 @@ impl Client {
                 deferred_error: None,
                 reply: Vec::new(),
                 posted: None,
+                request: Vec::new(),
+                probe: BatchBuilder::new(0),
             }),
             session,
             strict,
@@ -363,17 +370,19 @@ impl Inner {
     fn post(&mut self, session: u64) -> Result<(), Status> {
         self.finish_posted()?;
         let (request, staging, capacity) = self.seal_batch(session, 0);
-        let out: Vec<&[u8]> = if staging.is_empty() {
-            Vec::new()
+        let staged = [&staging[..]];
+        let out = if staging.is_empty() {
+            &[][..]
         } else {
-            vec![&staging]
+            &staged[..]
         };
         let posted = self.transport.post(Submission {
             request: &request,
-            out: &out,
+            out,
             reply: &mut self.reply[..capacity],
             in_: &mut [],
         });
+        self.request = request;
         match posted {
             Ok(None) => {
                 self.posted = Some(capacity);
@@ -388,11 +397,15 @@ impl Inner {
     /// replies and `room` bytes more, and their staged out-data; empties
     /// both. The reply buffer is grown (and zeroed) only when a batch needs
     /// more room than any before: zeroing 256 KiB on every call cost 3 µs.
-    /// Only the bytes the device reports written are read back.
+    /// Only the bytes the device reports written are read back. The
+    /// request stream is built in the last one's room: hand it back to
+    /// `self.request` once sent.
     fn seal_batch(&mut self, session: u64, room: usize) -> (Vec<u8>, Vec<u8>, usize) {
         let count = self.pending.len() as usize;
         let capacity = REPLY_HEADER_LEN + count * (RECORD_HEADER_LEN + 8) + room;
-        let request = self.pending.finish(session, capacity as u32);
+        let mut request = std::mem::take(&mut self.request);
+        self.pending
+            .finish_into(session, capacity as u32, &mut request);
         self.pending.clear();
         let staging = std::mem::take(&mut self.staging);
         if self.reply.len() < capacity {
@@ -494,18 +507,18 @@ impl Inner {
     /// Submits what is pending when `request` would not fit beside it in one
     /// request stream; refuses a request that fits in none.
     fn make_room_for(&mut self, session: u64, request: &Request) -> Result<(), Status> {
-        let mut probe = BatchBuilder::new(0);
-        probe.push(0, request);
+        self.probe.clear();
+        self.probe.push(0, request);
+        let needed = self.probe.encoded_len();
         let max = self.transport.max_request_len();
-        if probe.encoded_len() > max {
+        if needed > max {
             log::error!(
-                "a {} message of {} bytes exceeds the device's request limit of {max} bytes",
+                "a {} message of {needed} bytes exceeds the device's request limit of {max} bytes",
                 request.name(),
-                probe.encoded_len()
             );
             return Err(Status::OUT_OF_RESOURCES);
         }
-        if !self.pending.is_empty() && self.pending.encoded_len() + probe.encoded_len() > max {
+        if !self.pending.is_empty() && self.pending.encoded_len() + needed > max {
             self.post(session)?;
         }
         Ok(())
@@ -533,22 +546,33 @@ impl Inner {
         };
         let room = call.as_ref().map_or(0, |(_, room)| *room);
         let (request, staging, capacity) = self.seal_batch(session, room);
-        let mut out: Vec<&[u8]> = Vec::with_capacity(2);
+        // At most two out-data segments and one in-data one, on the stack.
+        let mut out: [&[u8]; 2] = [&[], &[]];
+        let mut outs = 0;
         if !staging.is_empty() {
-            out.push(&staging);
+            out[outs] = &staging;
+            outs += 1;
         }
-        let mut in_: Vec<&mut [u8]> = Vec::with_capacity(1);
+        let mut in_: [&mut [u8]; 1] = [&mut []];
+        let mut ins = 0;
         match data {
             DataIo::None => {}
-            DataIo::Out(bytes) => out.push(bytes),
-            DataIo::In(buf) => in_.push(buf),
+            DataIo::Out(bytes) => {
+                out[outs] = bytes;
+                outs += 1;
+            }
+            DataIo::In(buf) => {
+                in_[0] = buf;
+                ins = 1;
+            }
         }
         let result = self.transport.submit(Submission {
             request: &request,
-            out: &out,
+            out: &out[..outs],
             reply: &mut self.reply[..capacity],
-            in_: &mut in_,
+            in_: &mut in_[..ins],
         });
+        self.request = request;
         let written = result.map_err(transport_failed)?;
         let reply = match decode_reply(&self.reply[..written.min(capacity)]) {
             Ok(reply) => reply,

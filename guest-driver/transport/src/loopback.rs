@@ -190,8 +190,22 @@ impl BatchPlan {
 
     /// As `chain`, where the out- and in-data are made of `out` and `in_`
     /// in order: pieces of the plan's spans, or segments named in place.
+    #[cfg(test)]
     fn chain_placed(&self, data_gpa: u64, out: &[Place], in_: &[Place]) -> Vec<DescSpec> {
         let mut chain = Vec::new();
+        self.chain_placed_into(data_gpa, out, in_, &mut chain);
+        chain
+    }
+
+    /// [`Self::chain_placed`] into `chain` (emptied first), reusing its room.
+    fn chain_placed_into(
+        &self,
+        data_gpa: u64,
+        out: &[Place],
+        in_: &[Place],
+        chain: &mut Vec<DescSpec>,
+    ) {
+        chain.clear();
         let area = |span: &Range<usize>| [Place::Area(span.len())];
         let streams: [(&Range<usize>, &[Place], bool); 4] = [
             (&self.request, &area(&self.request), false),
@@ -209,10 +223,9 @@ impl BatchPlan {
                     }
                     Place::InPlace { gpa, len } => (gpa, len),
                 };
-                push_span(&mut chain, addr, len, writable);
+                push_span(chain, addr, len, writable);
             }
         }
-        chain
     }
 }
 
@@ -272,6 +285,10 @@ pub struct Loopback {
     peer_memory: bool,
     /// Reconnects so far (see [`Transport::connection`]).
     reconnects: u64,
+    /// Where the last batch's out- and in-data went, and its descriptor
+    /// chain: kept for their room, so a batch allocates nothing here.
+    places: Vec<Place>,
+    chain: Vec<DescSpec>,
 }
 
 /// A batch on the ring whose answer is not read yet: where its reply lies.
@@ -344,6 +361,8 @@ impl Loopback {
             posted: None,
             peer_memory: false,
             reconnects: 0,
+            places: Vec::new(),
+            chain: Vec::new(),
         })
     }
 
@@ -508,8 +527,24 @@ impl Loopback {
 
     /// Lays the batch out in the data area and publishes it.
     fn start(&mut self, submission: &Submission<'_>, peer: bool) -> io::Result<Started> {
-        let out_places: Vec<Place> = submission.out.iter().map(|s| self.place(s, peer)).collect();
-        let in_places: Vec<Place> = submission.in_.iter().map(|s| self.place(s, peer)).collect();
+        let mut places = std::mem::take(&mut self.places);
+        places.clear();
+        places.extend(submission.out.iter().map(|s| self.place(s, peer)));
+        let outs = places.len();
+        places.extend(submission.in_.iter().map(|s| self.place(s, peer)));
+        let started = self.start_placed(submission, peer, &places[..outs], &places[outs..]);
+        self.places = places;
+        started
+    }
+
+    /// [`Self::start`] once each segment's place is known.
+    fn start_placed(
+        &mut self,
+        submission: &Submission<'_>,
+        peer: bool,
+        out_places: &[Place],
+        in_places: &[Place],
+    ) -> io::Result<Started> {
         let copied = |places: &[Place]| -> usize {
             places
                 .iter()
@@ -519,7 +554,7 @@ impl Loopback {
                 })
                 .sum()
         };
-        let (out_len, in_len) = (copied(&out_places), copied(&in_places));
+        let (out_len, in_len) = (copied(out_places), copied(in_places));
         if submission.request.is_empty() || submission.request.len() > self.max_request_len() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -543,15 +578,17 @@ impl Loopback {
         self.device
             .write_guest(gpa(plan.request.start), submission.request)?;
         let mut at = plan.out.start;
-        for (segment, place) in submission.out.iter().zip(&out_places) {
+        for (segment, place) in submission.out.iter().zip(out_places) {
             if let Place::Area(len) = place {
                 self.device.write_guest(gpa(at), segment)?;
                 at += len;
             }
         }
-        let head = self
-            .device
-            .send_chain(&plan.chain_placed(data, &out_places, &in_places))?;
+        let mut chain = std::mem::take(&mut self.chain);
+        plan.chain_placed_into(data, out_places, in_places, &mut chain);
+        let head = self.device.send_chain(&chain);
+        self.chain = chain;
+        let head = head?;
         Ok(Started {
             head,
             reply_at: gpa(plan.reply.start),

@@ -134,6 +134,9 @@ pub struct SplitRing {
     free: Vec<u16>,
     /// Descriptors of each in-flight chain, indexed by head.
     chains: Vec<Vec<u16>>,
+    /// The list of the last chain returned, emptied, for the next one: a
+    /// chain costs no allocation.
+    spare: Vec<u16>,
     /// Next available-ring index to publish.
     avail_idx: u16,
     /// Next used-ring index to consume.
@@ -182,6 +185,7 @@ impl SplitRing {
             // Popped from the end: hand out 0, 1, 2, ... first.
             free: (0..size).rev().collect(),
             chains: vec![Vec::new(); n],
+            spare: Vec::new(),
             avail_idx: 0,
             last_used_idx: 0,
         })
@@ -320,11 +324,13 @@ impl SplitRing {
         self.last_used_idx = self.last_used_idx.wrapping_add(1);
         if let Ok(head) = u16::try_from(id) {
             if usize::from(head) < self.chains.len() {
-                let chain = std::mem::take(&mut self.chains[usize::from(head)]);
-                for index in chain {
+                let mut chain = std::mem::take(&mut self.chains[usize::from(head)]);
+                for &index in &chain {
                     self.owner[usize::from(index)] = Owner::Free;
                     self.free.push(index);
                 }
+                chain.clear();
+                self.spare = chain;
             }
         }
         Some(UsedElem { id, len })
@@ -397,8 +403,9 @@ impl SplitRing {
                 free: self.free.len(),
             });
         }
-        let indices = self.free.split_off(self.free.len() - n);
-        let indices: Vec<u16> = indices.into_iter().rev().collect();
+        let mut indices = std::mem::take(&mut self.spare);
+        let start = self.free.len() - n;
+        indices.extend(self.free.drain(start..).rev());
         for &index in &indices {
             self.owner[usize::from(index)] = owner;
         }
