@@ -182,6 +182,14 @@ impl CudaSession {
             sys::cuCtxCreate_v4(&mut raw, std::ptr::null_mut(), flags, self.shared.device)
         })?;
         self.contexts.insert(handle, HostContext { raw, flags })?;
+        if crate::peer::peer().is_some() {
+            // Peer copies will come: their page-locked staging is made now
+            // (2 x 8 MiB, milliseconds), in the program's set-up rather
+            // than in its first copy; a failure leaves it to that copy.
+            if let Err(status) = self.peer_staging_for(handle, 0) {
+                log::debug!("staging for a new context not made yet: {status}");
+            }
+        }
         Ok(())
     }
 

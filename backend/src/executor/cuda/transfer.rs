@@ -160,7 +160,7 @@ impl CudaSession {
 
     /// The staging for peer copies on `stream` (0: `ctx`'s NULL stream),
     /// made on first use in the stream's context, which is current.
-    fn peer_staging_for(
+    pub(super) fn peer_staging_for(
         &mut self,
         ctx: u64,
         stream: u64,

@@ -252,7 +252,7 @@ impl OpenClSession {
     }
 
     /// The context's staging buffer (made on first use).
-    fn staging_for(
+    pub(super) fn staging_for(
         &mut self,
         context: &Arc<super::objects::ContextEntry>,
     ) -> Result<&mut super::staging::Staging, Status> {
