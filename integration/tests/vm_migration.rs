@@ -814,10 +814,16 @@ fn precopy_ends_with_native_checksum(pair: &mut Pair) -> (Value, String, String)
     );
     let exited = pair.dest.wait_exit(RUN_TIMEOUT);
     let dest_console = pair.dest.console();
+    // A destination that never finishes: both sides' logs and the
+    // source's console, to tell a guest stuck on the vGPU from one that
+    // failed.
     assert!(
         exited && pair.dest.exit_status() == Some(0),
-        "{dest_console}\n{}",
-        pair.dest_backend.log()
+        "destination exited by itself: {exited}\ndestination console:\n{dest_console}\n\
+         destination back-end:\n{}\nsource console:\n{}\nsource back-end:\n{}",
+        pair.dest_backend.log(),
+        pair.source.console(),
+        pair.source_backend.log()
     );
     assert_eq!(guest_checksum(&dest_console, "destination"), native);
     // Read again: the destination logs its load after the source's QEMU
