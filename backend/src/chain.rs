@@ -344,19 +344,11 @@ impl GuestIo {
         }
         let mut bounce = bounce_buffer(data.len)?;
         let len = data.len as usize;
-        let mut at = 0usize;
-        for piece in &pieces {
-            let dst = &mut bounce[at..at + piece.len()];
-            match piece {
-                // SAFETY: the segment is live guest memory (see `Segment`)
-                // of `dst.len()` bytes.
-                Piece::Local(s) => unsafe {
-                    std::ptr::copy_nonoverlapping(s.ptr, dst.as_mut_ptr(), s.len)
-                },
-                Piece::Peer(p) => self.peer_memory()?.read(p.addr, dst).map_err(peer_failed)?,
-            }
-            at += piece.len();
-        }
+        // SAFETY: the bounce buffer holds at least `len` bytes, this
+        // thread's own; the pieces add up to `len`.
+        unsafe {
+            crate::piece_copy::gather(&pieces, 0, bounce.as_mut_ptr(), len, self.peer.as_ref())
+        }?;
         let segment = Segment {
             ptr: bounce.as_mut_ptr(),
             len,
@@ -397,23 +389,13 @@ impl GuestIo {
 
     /// Copies a bounce buffer's bytes to the pieces it stands for.
     fn scatter(&self, bounce: &[u8], pieces: &[Piece]) -> Result<(), Status> {
-        let mut at = 0usize;
-        for piece in pieces {
-            let src = &bounce[at..at + piece.len()];
-            match piece {
-                // SAFETY: the segment is live, writable guest memory of
-                // `src.len()` bytes.
-                Piece::Local(s) => unsafe {
-                    std::ptr::copy_nonoverlapping(src.as_ptr(), s.ptr, s.len)
-                },
-                Piece::Peer(p) => self
-                    .peer_memory()?
-                    .write(p.addr, src)
-                    .map_err(peer_failed)?,
-            }
-            at += piece.len();
+        let len: usize = pieces.iter().map(Piece::len).sum();
+        if len > bounce.len() {
+            return Err(Status::INVALID_VALUE);
         }
-        Ok(())
+        // SAFETY: `bounce` is readable for `len` bytes (checked above), and
+        // the pieces add up to `len`.
+        unsafe { crate::piece_copy::scatter(pieces, 0, bounce.as_ptr(), len, self.peer.as_ref()) }
     }
 
     /// The peer whose memory a peer piece names; a chain only has such

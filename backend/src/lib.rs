@@ -13,6 +13,7 @@ pub mod harness;
 pub mod peer;
 pub mod peer_copy;
 pub mod persist;
+pub mod piece_copy;
 pub mod quota;
 pub mod ratelimit;
 pub mod sandbox;

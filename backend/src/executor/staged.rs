@@ -15,7 +15,7 @@
 use vgpu_protocol::Status;
 
 use super::staged_profile::{timed, Step, Way};
-use crate::chain::{peer_failed, Piece};
+use crate::chain::Piece;
 use crate::peer::PeerMemory;
 
 /// Two staging slots and the device moves between them and one device
@@ -64,7 +64,7 @@ pub fn to_device(
         // SAFETY: the slot holds `chunk >= n` bytes and the device is done
         // with it (waited above).
         timed(Way::ToDevice, Step::Copy, || unsafe {
-            copy_stream(pieces, at, staging, n, peer, true)
+            crate::piece_copy::gather(pieces, at, staging, n, peer)
         })?;
         timed(Way::ToDevice, Step::Start, || {
             slots.start(slot, at, n, true)
@@ -108,7 +108,7 @@ pub fn to_host(
             // bytes (waited above) and does not touch it again until a
             // later `start` on it.
             timed(Way::ToHost, Step::Copy, || unsafe {
-                copy_stream(pieces, from, staging, n, peer, false)
+                crate::piece_copy::scatter(pieces, from, staging, n, peer)
             })?;
         }
         filling = next;
@@ -119,65 +119,6 @@ pub fn to_host(
     }
     if let Some(begun) = begun {
         super::staged_profile::note_transfer(Way::ToHost, total, begun.elapsed());
-    }
-    Ok(())
-}
-
-/// Copies `n` bytes of the pieces' stream starting `from` bytes into it,
-/// into `staging` (`to_staging`) or out of it.
-///
-/// # Safety
-/// `staging` must be valid for `n` bytes and not in use elsewhere until
-/// this returns.
-unsafe fn copy_stream(
-    pieces: &[Piece],
-    from: usize,
-    staging: *mut u8,
-    n: usize,
-    peer: Option<&PeerMemory>,
-    to_staging: bool,
-) -> Result<(), Status> {
-    let mut skip = from;
-    let mut done = 0usize;
-    for piece in pieces {
-        if done == n {
-            break;
-        }
-        if skip >= piece.len() {
-            skip -= piece.len();
-            continue;
-        }
-        let take = (piece.len() - skip).min(n - done);
-        // SAFETY: `done + take <= n`, inside the caller's staging.
-        let here = unsafe { staging.add(done) };
-        match piece {
-            // SAFETY: the segment is live guest memory of `s.len` bytes and
-            // `skip + take <= s.len`.
-            Piece::Local(s) => unsafe {
-                let there = s.ptr.add(skip);
-                if to_staging {
-                    std::ptr::copy_nonoverlapping(there, here, take);
-                } else {
-                    std::ptr::copy_nonoverlapping(here, there, take);
-                }
-            },
-            Piece::Peer(p) => {
-                let peer = peer.ok_or(Status::INVALID_VALUE)?;
-                let remote = p.addr.wrapping_add(skip as u64);
-                // SAFETY: `here` is valid for `take` bytes (above) and
-                // reserved for this copy (the caller's contract).
-                unsafe {
-                    if to_staging {
-                        crate::peer_copy::read(peer, remote, here, take)
-                    } else {
-                        crate::peer_copy::write(peer, remote, here, take)
-                    }
-                }
-                .map_err(peer_failed)?;
-            }
-        }
-        done += take;
-        skip = 0;
     }
     Ok(())
 }

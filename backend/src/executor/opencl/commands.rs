@@ -10,7 +10,7 @@ use vgpu_protocol::Status;
 
 use super::objects::{ArgRecord, EventEntry, HostEvent, HostMem, QueueEntry};
 use super::session::OpenClSession;
-use crate::chain::{peer_failed, GuestIo, Piece, Segment};
+use crate::chain::{GuestIo, Piece, Segment};
 use crate::peer::PeerMemory;
 
 mod rect;
@@ -345,44 +345,17 @@ impl OpenClSession {
         .map_err(Status)?;
         drop(HostEvent(map_event));
         let base = mapped as *mut u8;
-        let mut at = 0usize;
-        let mut copied = Ok(());
-        for piece in pieces {
-            // SAFETY: `base` maps `len` bytes and the pieces add up to `len`,
-            // so `base + at` has room for the piece.
-            let here = unsafe { base.add(at) };
-            copied = match piece {
-                // SAFETY: the segment is live guest memory; `here` is mapped
-                // for its length (above).
-                Piece::Local(s) => unsafe {
-                    if to_device {
-                        std::ptr::copy_nonoverlapping(s.ptr, here, s.len);
-                    } else {
-                        std::ptr::copy_nonoverlapping(here, s.ptr, s.len);
-                    }
-                    Ok(())
-                },
-                Piece::Peer(p) => match peer {
-                    Some(peer) if to_device => {
-                        // SAFETY: `here` is mapped for `p.len` bytes (above)
-                        // and only this copy (its threads finish before it
-                        // returns) touches the mapping until the unmap.
-                        unsafe { crate::peer_copy::read(peer, p.addr, here, p.len) }
-                            .map_err(peer_failed)
-                    }
-                    Some(peer) => {
-                        // SAFETY: as above.
-                        unsafe { crate::peer_copy::write(peer, p.addr, here, p.len) }
-                            .map_err(peer_failed)
-                    }
-                    None => Err(Status::INVALID_VALUE),
-                },
-            };
-            if copied.is_err() {
-                break;
+        let len = to_usize(len)?;
+        // SAFETY: `base` maps the `len` bytes the pieces add up to, and only
+        // this copy (its threads finish before it returns) touches the
+        // mapping until the unmap.
+        let copied = unsafe {
+            if to_device {
+                crate::piece_copy::gather(pieces, 0, base, len, peer)
+            } else {
+                crate::piece_copy::scatter(pieces, 0, base, len, peer)
             }
-            at += piece.len();
-        }
+        };
         // SAFETY: `mapped` came from the map above.
         let unmap = unsafe {
             cl3::command_queue::enqueue_unmap_mem_object(
