@@ -1039,17 +1039,6 @@ fn local_arguments_beyond_local_memory_are_refused_and_the_daemon_lives() {
     let mut bystander = Bystander::new(&backend);
     let mut raw = backend.raw();
     raw.open_session(1);
-    let local_arg = |size: u64| -> Request {
-        SetKernelArg {
-            kernel: 5,
-            index: 1,
-            arg_kind: ArgKind::Local as u32,
-            size,
-            value: vec![],
-            handle: 0,
-        }
-        .into()
-    };
     let launch: Request = EnqueueNdRange {
         queue: 2,
         kernel: 5,
@@ -1070,22 +1059,18 @@ fn local_arguments_beyond_local_memory_are_refused_and_the_daemon_lives() {
             req::program(4, 1, BUMP.as_bytes()),
             req::build(4),
             req::kernel(5, 4, b"local_copy"),
-            SetKernelArg {
-                kernel: 5,
-                index: 0,
-                arg_kind: ArgKind::Mem as u32,
-                size: 8,
-                value: vec![],
-                handle: 3,
-            }
-            .into(),
+            req::mem_arg(5, 0, 3),
         ],
     );
     assert_all_succeed(&setup.records);
     for size in [7_696_581_394_448u64, 1 << 40, u64::MAX / 2] {
         let reply = raw.batch(
             1,
-            &[local_arg(size), launch.clone(), Finish { queue: 2 }.into()],
+            &[
+                req::local_arg(5, 1, size),
+                launch.clone(),
+                Finish { queue: 2 }.into(),
+            ],
         );
         assert_eq!(
             reply.records[1].status,
@@ -1094,7 +1079,10 @@ fn local_arguments_beyond_local_memory_are_refused_and_the_daemon_lives() {
         );
         assert!(backend.is_running(), "the daemon died");
     }
-    let reply = raw.batch(1, &[local_arg(64), launch, Finish { queue: 2 }.into()]);
+    let reply = raw.batch(
+        1,
+        &[req::local_arg(5, 1, 64), launch, Finish { queue: 2 }.into()],
+    );
     assert_all_succeed(&reply.records);
     bystander.assert_intact();
 }
@@ -1120,24 +1108,8 @@ fn a_kernel_cloned_after_a_local_argument_runs_right() {
             req::program(4, 1, BUMP.as_bytes()),
             req::build(4),
             req::kernel(5, 4, b"local_copy"),
-            SetKernelArg {
-                kernel: 5,
-                index: 0,
-                arg_kind: ArgKind::Mem as u32,
-                size: 8,
-                value: vec![],
-                handle: 3,
-            }
-            .into(),
-            SetKernelArg {
-                kernel: 5,
-                index: 1,
-                arg_kind: ArgKind::Local as u32,
-                size: 64 << 10,
-                value: vec![],
-                handle: 0,
-            }
-            .into(),
+            req::mem_arg(5, 0, 3),
+            req::local_arg(5, 1, 64 << 10),
             CloneKernel {
                 kernel: 6,
                 source: 5,

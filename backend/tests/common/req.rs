@@ -65,6 +65,32 @@ pub fn buffer(mem: u64, context: u64, flags: u64, size: u64) -> Request {
     .into()
 }
 
+/// Kernel argument `index` set to buffer `mem`.
+pub fn mem_arg(kernel: u64, index: u32, mem: u64) -> Request {
+    SetKernelArg {
+        kernel,
+        index,
+        arg_kind: vgpu_protocol::ArgKind::Mem as u32,
+        size: 8,
+        value: vec![],
+        handle: mem,
+    }
+    .into()
+}
+
+/// Kernel argument `index` set to `size` bytes of `__local` memory.
+pub fn local_arg(kernel: u64, index: u32, size: u64) -> Request {
+    SetKernelArg {
+        kernel,
+        index,
+        arg_kind: vgpu_protocol::ArgKind::Local as u32,
+        size,
+        value: vec![],
+        handle: 0,
+    }
+    .into()
+}
+
 /// Context 1, queue 2, program 3 built from `source`, kernel 4 named `name`:
 /// the set-up most tests start from.
 pub fn kernel_setup(source: &[u8], name: &[u8]) -> Vec<Request> {
