@@ -601,10 +601,22 @@ impl OpenClSession {
         } else {
             offset.as_ptr()
         };
-        // SAFETY: the arrays hold 3 elements, at least `work_dim`; the kernel
-        // and the buffers its arguments name are held alive by the session.
-        let event = unsafe {
-            cl3::command_queue::enqueue_nd_range_kernel(
+        // The driver makes an event only when the guest or the depth bound
+        // will look at it: NVIDIA's takes microseconds per command to make
+        // and release one, and a program that enqueues without events
+        // natively asks for none either.
+        let wants_event = m.event != 0 || self.limits.queue_depth != 0;
+        let mut event: cl_event = std::ptr::null_mut();
+        let runtime = cl3::load_library()
+            .as_ref()
+            .map_err(|_| Status::DEVICE_NOT_AVAILABLE)?;
+        // cl3's own wrapper always asks for an event, so the loaded entry
+        // point is called directly (cl3 declares it a safe fn). What the
+        // driver reads is sound: the arrays hold 3 elements, at least
+        // `work_dim`; the kernel and the buffers its arguments name are
+        // held alive by the session; `event`, when passed, outlives the call.
+        let status = runtime
+            .clEnqueueNDRangeKernel(
                 queue.queue.0,
                 kernel.raw,
                 m.work_dim,
@@ -613,10 +625,21 @@ impl OpenClSession {
                 local_ptr,
                 wait.len(),
                 wait.ptr(),
+                if wants_event {
+                    &mut event
+                } else {
+                    std::ptr::null_mut()
+                },
             )
+            .ok_or(Status::DEVICE_NOT_AVAILABLE)?;
+        if status != cl3::error_codes::CL_SUCCESS {
+            return Err(Status(status));
         }
-        .map_err(Status)?;
-        self.keep_event(&queue, m.event, event)
+        if wants_event {
+            self.keep_event(&queue, m.event, event)
+        } else {
+            Ok(())
+        }
     }
 
     pub(super) fn marker(
