@@ -110,7 +110,7 @@ fn install_filter(policy: policy::Policy) -> io::Result<()> {
 /// A new directory under `$TMPDIR`, made by this call: creation fails if
 /// the path exists, symlinks included, so a directory someone else made is
 /// never reused.
-fn private_dir() -> io::Result<PathBuf> {
+fn private_dir(prefix: &str) -> io::Result<PathBuf> {
     let mut last = None;
     for _ in 0..8 {
         let mut nonce = [0u8; 8];
@@ -120,7 +120,7 @@ fn private_dir() -> io::Result<PathBuf> {
             return Err(io::Error::last_os_error());
         }
         let name = format!(
-            "vgpu-worker-{}-{:016x}",
+            "{prefix}-{}-{:016x}",
             std::process::id(),
             u64::from_ne_bytes(nonce)
         );
@@ -154,7 +154,7 @@ pub fn prepare_worker(sandbox: &Sandbox) -> io::Result<Option<PathBuf>> {
         return Ok(None);
     }
     let creds = user::for_worker(user.as_deref(), *own_uid)?;
-    let dir = private_dir()?;
+    let dir = private_dir("vgpu-worker")?;
     if let Some(creds) = &creds {
         std::os::unix::fs::chown(&dir, Some(creds.uid), Some(creds.gid))?;
     }
@@ -162,6 +162,33 @@ pub fn prepare_worker(sandbox: &Sandbox) -> io::Result<Option<PathBuf>> {
     // CUDA's JIT cache likewise (cubins keyed by the PTX's hash).
     if std::env::var_os("CUDA_CACHE_PATH").is_none() {
         std::env::set_var("CUDA_CACHE_PATH", dir.join("cuda"));
+    }
+    Ok(Some(dir))
+}
+
+/// `--peer-memory`: one driver cache for every worker of this backend,
+/// made by the supervisor before it is confined, owned by the workers'
+/// user, and removed by the supervisor when it stops. A loopback program
+/// runs as that user and each program is a front-end of its own, so with
+/// private caches every run rebuilt each kernel and each of PoCL's
+/// work-group variants (several milliseconds per variant) where a native
+/// program finds them in its cache. Sharing adds no reach: the workers of
+/// such a socket run as the programs' user with their file system
+/// unconfined (cross-memory attach rules Landlock out), so each could
+/// already open the others' caches. VM sockets keep a cache per worker.
+/// `None` without `--peer-memory`, without the sandbox, or when
+/// `POCL_CACHE_DIR` is set (the operator's cache then serves all).
+pub fn shared_loopback_cache(sandbox: &Sandbox, peer_memory: bool) -> io::Result<Option<PathBuf>> {
+    let Sandbox::Default { user, own_uid } = sandbox else {
+        return Ok(None);
+    };
+    if !peer_memory || std::env::var_os("POCL_CACHE_DIR").is_some() {
+        return Ok(None);
+    }
+    let creds = user::for_worker(user.as_deref(), *own_uid)?;
+    let dir = private_dir("vgpu-cache")?;
+    if let Some(creds) = &creds {
+        std::os::unix::fs::chown(&dir, Some(creds.uid), Some(creds.gid))?;
     }
     Ok(Some(dir))
 }

@@ -25,6 +25,9 @@ pub struct Spawn<'a> {
     pub device: Option<&'a str>,
     /// Its own uid (`--worker-uids`).
     pub uid: Option<u32>,
+    /// The driver cache shared by all workers, if any
+    /// (`sandbox::shared_loopback_cache`).
+    pub cache: Option<&'a std::path::Path>,
 }
 
 pub struct WorkerLink {
@@ -78,6 +81,13 @@ impl WorkerLink {
         }
         if let Some(uid) = spawn.uid {
             command.arg("--worker-uid").arg(uid.to_string());
+        }
+        if let Some(cache) = spawn.cache {
+            // The worker then makes no private cache (`prepare_worker`).
+            command.env("POCL_CACHE_DIR", cache);
+            if std::env::var_os("CUDA_CACHE_PATH").is_none() {
+                command.env("CUDA_CACHE_PATH", cache.join("cuda"));
+            }
         }
         // SAFETY: between fork and exec the closure only makes
         // async-signal-safe calls (fcntl, prctl, getppid) on descriptors

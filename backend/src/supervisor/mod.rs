@@ -56,6 +56,9 @@ pub struct Supervisor {
     shutting_down: AtomicBool,
     /// `--worker-uids`: a uid of its own for each worker.
     uids: Option<uids::UidPool>,
+    /// `--peer-memory`: the driver cache all workers share
+    /// (`sandbox::shared_loopback_cache`).
+    shared_cache: Option<std::path::PathBuf>,
 }
 
 impl Supervisor {
@@ -127,6 +130,7 @@ impl Supervisor {
             restore: self.restore_pending.load(Ordering::SeqCst),
             device: device.as_deref(),
             uid,
+            cache: self.shared_cache.as_deref(),
         });
         let link = match spawned {
             Ok(link) => Arc::new(link),
@@ -195,6 +199,10 @@ pub fn run(config: Config) -> Result<(), ServerError> {
         ),
         None => None,
     };
+    // Made before the supervisor is confined; removed once it stops.
+    let shared_cache = crate::sandbox::shared_loopback_cache(&config.sandbox, config.peer_memory)
+        .map_err(ServerError::Sandbox)?;
+    let cache_guard = SharedCache(shared_cache.clone());
     // The supervisor keeps the user it was started as (it starts the
     // workers, which load the binary key and then drop to --user); it
     // reads no guest input, but is confined all the same, before the
@@ -218,6 +226,7 @@ pub fn run(config: Config) -> Result<(), ServerError> {
         next_id: AtomicU64::new(1),
         shutting_down: AtomicBool::new(false),
         uids: config.worker_uids.clone().map(uids::UidPool::new),
+        shared_cache,
     });
     // A start that fails leaves no socket behind.
     let failed = |e: ServerError| {
@@ -276,7 +285,25 @@ pub fn run(config: Config) -> Result<(), ServerError> {
         remove_socket(path);
     }
     metric_paths.iter().for_each(|p| remove_socket(p));
+    drop(cache_guard);
     Ok(())
+}
+
+/// Removes the shared driver cache when the supervisor stops, also when
+/// it fails to start.
+struct SharedCache(Option<std::path::PathBuf>);
+
+impl Drop for SharedCache {
+    fn drop(&mut self) {
+        let Some(dir) = &self.0 else {
+            return;
+        };
+        if let Err(e) = std::fs::remove_dir_all(dir) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                log::warn!("cannot remove {}: {e}", dir.display());
+            }
+        }
+    }
 }
 
 /// Hands each front-end to the standby that accepted it, and starts the

@@ -121,8 +121,10 @@ impl Backend {
     }
 }
 
-impl Drop for Backend {
-    fn drop(&mut self) {
+impl Backend {
+    /// Asks the daemon to stop (SIGTERM) and waits for it; killed when it
+    /// is not gone in 5 s. Its directory stays until it is dropped.
+    pub fn stop(&mut self) {
         // SAFETY: sending SIGTERM to our own child process.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -131,6 +133,12 @@ impl Drop for Backend {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
