@@ -4,6 +4,7 @@
 mod ahead;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod launcher;
 pub mod opencl;
 pub mod staged;
 mod staged_profile;

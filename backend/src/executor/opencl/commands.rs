@@ -30,6 +30,10 @@ impl WaitList {
         self.raw.len() as u32
     }
 
+    pub(super) fn raw(&self) -> &[cl_event] {
+        &self.raw
+    }
+
     pub(super) fn ptr(&self) -> *const cl_event {
         if self.raw.is_empty() {
             std::ptr::null()
@@ -560,13 +564,26 @@ impl OpenClSession {
         self.keep_event(&queue, m.event, event)
     }
 
-    pub(super) fn nd_range(&mut self, m: &EnqueueNdRange) -> Result<(), Status> {
+    /// `clEnqueueNDRangeKernel`, call `call` of the batch: issued here, or,
+    /// in a run of launches, handed to the session's launch thread
+    /// (`launch_jobs.rs`) once checked.
+    pub(super) fn nd_range(&mut self, m: &EnqueueNdRange, call: usize) -> Result<(), Status> {
         if !(1..=3).contains(&m.work_dim) {
             return Err(Status::INVALID_WORK_DIMENSION);
         }
         let queue = self.queue(m.queue)?;
         let kernel = self.kernels.get(m.kernel)?.clone();
         let wait = self.wait_list(&m.wait)?;
+        // Copy-on-write debts enqueue copies on the queue from this thread
+        // (`before_launch`): only launches that need none may leave it, and
+        // only those whose event and waits the guest cannot look at.
+        let may_hand_over = m.event == 0
+            && m.wait.is_empty()
+            && self.limits.queue_depth == 0
+            && self.debts.is_empty();
+        if !may_hand_over {
+            self.drain_launches();
+        }
         self.before_launch(queue.queue.0, &kernel);
         let dims = m.work_dim as usize;
         let offset = sizes3(&m.offset)?;
@@ -591,50 +608,35 @@ impl OpenClSession {
             let device_local = super::profile::local_mem_size(queue.device.raw.0);
             super::guard::check_local_args(&local_args, device_local)?;
         }
-        let local_ptr = if local[..dims].iter().all(|&l| l == 0) {
-            std::ptr::null()
-        } else {
-            local.as_ptr()
-        };
-        let offset_ptr = if offset[..dims].iter().all(|&o| o == 0) {
-            std::ptr::null()
-        } else {
-            offset.as_ptr()
-        };
+        let local = given_local.then_some(local);
+        let offset = (!offset[..dims].iter().all(|&o| o == 0)).then_some(offset);
+        self.launch_streak = self.launch_streak.saturating_add(1);
+        if may_hand_over && self.takes_launches_now() {
+            self.hand_over(super::launch_jobs::OpenClJob::Launch {
+                origin: (self.batches, call),
+                queue,
+                kernel,
+                work_dim: m.work_dim,
+                offset,
+                global,
+                local,
+            });
+            return Ok(());
+        }
         // The driver makes an event only when the guest or the depth bound
-        // will look at it: NVIDIA's takes microseconds per command to make
-        // and release one, and a program that enqueues without events
-        // natively asks for none either.
+        // will look at it.
         let wants_event = m.event != 0 || self.limits.queue_depth != 0;
         let mut event: cl_event = std::ptr::null_mut();
-        let runtime = cl3::load_library()
-            .as_ref()
-            .map_err(|_| Status::DEVICE_NOT_AVAILABLE)?;
-        // cl3's own wrapper always asks for an event, so the loaded entry
-        // point is called directly (cl3 declares it a safe fn). What the
-        // driver reads is sound: the arrays hold 3 elements, at least
-        // `work_dim`; the kernel and the buffers its arguments name are
-        // held alive by the session; `event`, when passed, outlives the call.
-        let status = runtime
-            .clEnqueueNDRangeKernel(
-                queue.queue.0,
-                kernel.raw,
-                m.work_dim,
-                offset_ptr,
-                global.as_ptr(),
-                local_ptr,
-                wait.len(),
-                wait.ptr(),
-                if wants_event {
-                    &mut event
-                } else {
-                    std::ptr::null_mut()
-                },
-            )
-            .ok_or(Status::DEVICE_NOT_AVAILABLE)?;
-        if status != cl3::error_codes::CL_SUCCESS {
-            return Err(Status(status));
-        }
+        super::launch_jobs::enqueue_kernel(
+            &queue,
+            &kernel,
+            m.work_dim,
+            offset.as_ref(),
+            &global,
+            local.as_ref(),
+            wait.raw(),
+            wants_event.then_some(&mut event),
+        )?;
         if wants_event {
             self.keep_event(&queue, m.event, event)
         } else {

@@ -349,6 +349,13 @@ fn retained(event: cl_event) -> Result<HostEvent, Status> {
 #[derive(Default)]
 pub(super) struct Debts(HashMap<u64, Vec<Arc<Owed>>>);
 
+impl Debts {
+    /// Whether no checkpoint is owed contents (no launch needs a copy first).
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 impl OpenClSession {
     /// Turns a buffer's source, taken at a save's pause, into one that
     /// reads the contents as of the pause even after the guest resumed.

@@ -571,62 +571,23 @@ impl OpenClSession {
 
     /// Sets one argument on the host kernel and records it.
     pub(super) fn apply_arg(kernel: &HostKernel, index: u32, arg: ArgRecord) -> Result<(), Status> {
-        if index >= kernel.num_args {
-            return Err(Status::INVALID_ARG_INDEX);
-        }
-        let arg = args::admit(kernel.classes[index as usize], arg)?;
-        let null_mem: cl_mem = std::ptr::null_mut();
-        let mem_size = std::mem::size_of::<cl_mem>();
-        // SAFETY: in every arm the value pointer is valid for its size during
-        // the call, as clSetKernelArg requires.
-        let result = unsafe {
-            match &arg {
-                ArgRecord::Unset => return Err(Status::INVALID_ARG_VALUE),
-                ArgRecord::Value(bytes) => cl3::kernel::set_kernel_arg(
-                    kernel.raw,
-                    index,
-                    bytes.len(),
-                    bytes.as_ptr() as *const _,
-                ),
-                ArgRecord::Mem(mem) => cl3::kernel::set_kernel_arg(
-                    kernel.raw,
-                    index,
-                    mem_size,
-                    &mem.raw as *const cl_mem as *const _,
-                ),
-                ArgRecord::Sampler(sampler) => cl3::kernel::set_kernel_arg(
-                    kernel.raw,
-                    index,
-                    std::mem::size_of::<cl3::types::cl_sampler>(),
-                    &sampler.raw as *const cl3::types::cl_sampler as *const _,
-                ),
-                ArgRecord::NullMem => cl3::kernel::set_kernel_arg(
-                    kernel.raw,
-                    index,
-                    mem_size,
-                    &null_mem as *const cl_mem as *const _,
-                ),
-                ArgRecord::Svm(_, addr) => cl3::kernel::set_kernel_arg_svm_pointer(
-                    kernel.raw,
-                    index,
-                    *addr as *const std::ffi::c_void,
-                ),
-                // A NULL value with a size: `__local` memory (or a NULL
-                // buffer for a pointer argument), as the spec defines.
-                ArgRecord::Local(size) => cl3::kernel::set_kernel_arg(
-                    kernel.raw,
-                    index,
-                    usize::try_from(*size).map_err(|_| Status::INVALID_ARG_SIZE)?,
-                    std::ptr::null(),
-                ),
-            }
-        };
-        result.map_err(Status)?;
+        let arg = Self::admit_arg(kernel, index, arg)?;
+        set_driver_arg(kernel, index, &arg)?;
         kernel.args.lock().unwrap_or_else(|e| e.into_inner())[index as usize] = arg;
         Ok(())
     }
 
-    pub(super) fn set_kernel_arg(&mut self, m: &SetKernelArg) -> Result<(), Status> {
+    /// The argument as the kernel may take it (`args::admit`), or why not.
+    fn admit_arg(kernel: &HostKernel, index: u32, arg: ArgRecord) -> Result<ArgRecord, Status> {
+        if index >= kernel.num_args {
+            return Err(Status::INVALID_ARG_INDEX);
+        }
+        args::admit(kernel.classes[index as usize], arg)
+    }
+
+    /// `clSetKernelArg`, call `call` of the batch: issued here, or, while
+    /// the launch thread has launches, handed to it after them.
+    pub(super) fn set_kernel_arg(&mut self, m: &SetKernelArg, call: usize) -> Result<(), Status> {
         let kernel = self.kernels.get(m.kernel)?.clone();
         let arg = match ArgKind::from_u32(m.arg_kind).ok_or(Status::INVALID_VALUE)? {
             ArgKind::Value => {
@@ -641,8 +602,74 @@ impl OpenClSession {
             ArgKind::Sampler => ArgRecord::Sampler(self.samplers.get(m.handle)?.clone()),
             ArgKind::Svm => self.svm_arg(&kernel, &m.value)?,
         };
-        Self::apply_arg(&kernel, m.index, arg)
+        if !self.launcher_busy() {
+            return Self::apply_arg(&kernel, m.index, arg);
+        }
+        let arg = Self::admit_arg(&kernel, m.index, arg)?;
+        kernel.args.lock().unwrap_or_else(|e| e.into_inner())[m.index as usize] = arg.clone();
+        self.hand_over(super::launch_jobs::OpenClJob::SetArg {
+            origin: (self.batches, call),
+            kernel,
+            index: m.index,
+            arg,
+        });
+        Ok(())
     }
+}
+
+/// `clSetKernelArg` (or its SVM form) of an admitted argument.
+pub(super) fn set_driver_arg(
+    kernel: &HostKernel,
+    index: u32,
+    arg: &ArgRecord,
+) -> Result<(), Status> {
+    let null_mem: cl_mem = std::ptr::null_mut();
+    let mem_size = std::mem::size_of::<cl_mem>();
+    // SAFETY: in every arm the value pointer is valid for its size during
+    // the call, as clSetKernelArg requires.
+    let result = unsafe {
+        match arg {
+            ArgRecord::Unset => return Err(Status::INVALID_ARG_VALUE),
+            ArgRecord::Value(bytes) => cl3::kernel::set_kernel_arg(
+                kernel.raw,
+                index,
+                bytes.len(),
+                bytes.as_ptr() as *const _,
+            ),
+            ArgRecord::Mem(mem) => cl3::kernel::set_kernel_arg(
+                kernel.raw,
+                index,
+                mem_size,
+                &mem.raw as *const cl_mem as *const _,
+            ),
+            ArgRecord::Sampler(sampler) => cl3::kernel::set_kernel_arg(
+                kernel.raw,
+                index,
+                std::mem::size_of::<cl3::types::cl_sampler>(),
+                &sampler.raw as *const cl3::types::cl_sampler as *const _,
+            ),
+            ArgRecord::NullMem => cl3::kernel::set_kernel_arg(
+                kernel.raw,
+                index,
+                mem_size,
+                &null_mem as *const cl_mem as *const _,
+            ),
+            ArgRecord::Svm(_, addr) => cl3::kernel::set_kernel_arg_svm_pointer(
+                kernel.raw,
+                index,
+                *addr as *const std::ffi::c_void,
+            ),
+            // A NULL value with a size: `__local` memory (or a NULL
+            // buffer for a pointer argument), as the spec defines.
+            ArgRecord::Local(size) => cl3::kernel::set_kernel_arg(
+                kernel.raw,
+                index,
+                usize::try_from(*size).map_err(|_| Status::INVALID_ARG_SIZE)?,
+                std::ptr::null(),
+            ),
+        }
+    };
+    result.map_err(Status)
 }
 
 /// The guest's build options plus the one that keeps argument info.

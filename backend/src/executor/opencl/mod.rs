@@ -11,6 +11,7 @@ mod create;
 mod guard;
 mod image;
 mod info;
+mod launch_jobs;
 mod live;
 mod objects;
 mod placed;

@@ -459,9 +459,11 @@ impl OpenClSession {
 }
 
 impl Drop for OpenClSession {
-    /// Every command completes before the session's SVM goes (the fields
-    /// holding it are dropped after the kernels and buffers using it).
+    /// The launch thread's calls are issued first; every command completes
+    /// before the session's SVM goes (the fields holding it are dropped
+    /// after the kernels and buffers using it).
     fn drop(&mut self) {
+        self.drain_launches();
         if self.svm.holds_svm() || !self.svm_exec.is_empty() {
             // Unset user events are failed first (as a closing session's
             // are), so no queue waits forever.
