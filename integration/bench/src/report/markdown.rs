@@ -65,7 +65,9 @@ pointing at a `vgpu-backend` the harness started: the loopback transport,
 the same protocol and backend code as in a VM).
 
 Figures from other machines are kept beside this file: the NVIDIA H100
-machine's OpenCL run (`docs/gpu-runs/opencl-h100/BENCHMARKS.md`), its CUDA
+machine's OpenCL runs of this harness (newest:
+`docs/gpu-runs/launch-thread-h100/2-thread-on/BENCHMARKS.md`; all of them,
+newest first, in `docs/gpu-runs/README.md`), its CUDA
 figures (`integration/cuda-tests/BENCHMARKS-cuda.md`), and its re-home and
 live-migration figures between PoCL and the GPU (`docs/gpu-runs/README.md`).
 Checkpoints copied while the guest computes, against stop-and-copy, and
