@@ -57,6 +57,7 @@ impl OpenClSession {
             .as_ref()
             .map(|q| q.charge_memory(m.size))
             .transpose()?;
+        populate(segment.ptr, len);
         let host_flags = m.flags
             & !(cl3::memory::CL_MEM_COPY_HOST_PTR
                 | cl3::memory::CL_MEM_ALLOC_HOST_PTR
@@ -88,6 +89,37 @@ impl OpenClSession {
             }
             Err(status) => Err(status),
         }
+    }
+}
+
+/// Maps all of a placed buffer's storage into this process now, pages
+/// made writable, contents unchanged: the memory is shared, so the
+/// program's first touch of a page does not map it here, and each page
+/// the device's kernels touched first cost a fault inside them (transpose
+/// of a 64 MiB matrix, 5 iterations: 1.09-1.37x native, 0.89-0.97x with
+/// this). As a GPU driver would, the buffer gets its memory when made.
+/// Best effort: without `MADV_POPULATE_WRITE` (Linux < 5.14) or memory
+/// to spare now, pages are mapped on first touch as before.
+fn populate(ptr: *mut u8, len: usize) {
+    // SAFETY: sysconf has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    let start = ptr as usize & !(page - 1);
+    let end = (ptr as usize).saturating_add(len).next_multiple_of(page);
+    // SAFETY: `[ptr, ptr+len)` lies in a shared mapping this process holds
+    // for the buffer's life, mapped in whole pages, so the rounded range
+    // stays inside it; populating neither moves nor changes its contents.
+    let done = unsafe {
+        libc::madvise(
+            start as *mut libc::c_void,
+            end - start,
+            libc::MADV_POPULATE_WRITE,
+        )
+    };
+    if done != 0 {
+        log::debug!(
+            "placed buffer: pages mapped on first touch ({})",
+            std::io::Error::last_os_error()
+        );
     }
 }
 
