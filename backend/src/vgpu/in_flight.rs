@@ -1,4 +1,9 @@
-//! Chains a vGPU accepted and has not returned yet, and a wait for none.
+//! Chains a vGPU took from the vring and has not returned yet, and a wait
+//! for none. A chain counts from before it is popped (`Ticket`), not from
+//! when its session gets it: a vring stop (`GET_VRING_BASE`) that came
+//! between the pop and the hand-over saw none in flight, reported the
+//! popped chain as consumed, and its answer landed after QEMU had read
+//! the used ring (after a migration, a guest waiting for it forever).
 //! The count changes twice per chain on the vring's hot path, so it is an
 //! atomic, and leaving takes the lock and wakes a waiter only when there
 //! is one: a condition variable's notify is a system call (a futex wake)
@@ -18,7 +23,25 @@ pub struct InFlight {
     idle: Condvar,
 }
 
+/// One chain being taken or in flight: counted from its making until it
+/// is dropped (after the chain's answer is in the used ring).
+pub struct Ticket(std::sync::Arc<InFlight>);
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.0.leave();
+    }
+}
+
 impl InFlight {
+    /// Counts a chain about to be popped: make it before taking the vring
+    /// lock for the pop, so that a stop, which takes that lock after
+    /// marking the queue not ready, finds it counted.
+    pub fn ticket(self: &std::sync::Arc<Self>) -> Ticket {
+        self.enter();
+        Ticket(self.clone())
+    }
+
     /// A chain was accepted.
     pub fn enter(&self) {
         self.chains.fetch_add(1, Ordering::SeqCst);
@@ -78,6 +101,15 @@ mod tests {
         });
         assert!(in_flight.wait_idle(Duration::from_secs(10)));
         t.join().unwrap();
+    }
+
+    #[test]
+    fn a_ticket_counts_until_dropped() {
+        let in_flight = Arc::new(InFlight::default());
+        let ticket = in_flight.ticket();
+        assert!(!in_flight.wait_idle(Duration::ZERO));
+        drop(ticket);
+        assert!(in_flight.wait_idle(Duration::ZERO));
     }
 
     #[test]

@@ -324,24 +324,37 @@ impl Vgpu {
         self.in_flight.wait_idle(limit)
     }
 
-    /// Accepts a chain from the vring: counted in flight until returned.
-    pub fn accept(self: &Arc<Self>, chain: ResolvedChain, done: Completion) {
+    /// Counts a chain about to be taken from the vring (see
+    /// `in_flight.rs`): hand it to [`Vgpu::accept`] with the chain, or drop
+    /// it once the chain was returned or none was there.
+    pub fn chain_ticket(&self) -> in_flight::Ticket {
+        self.in_flight.ticket()
+    }
+
+    /// Accepts a chain from the vring: counted in flight, by `ticket`,
+    /// until returned.
+    pub fn accept(
+        self: &Arc<Self>,
+        chain: ResolvedChain,
+        done: Completion,
+        ticket: in_flight::Ticket,
+    ) {
         let limit = self.quota.limits.in_flight;
         let admitted = self.admitted.fetch_add(1, Ordering::AcqRel) as u64;
         if limit != 0 && admitted >= limit {
             self.admitted.fetch_sub(1, Ordering::AcqRel);
             crate::guest_warn!(self.warnings, "refusing a chain: {limit} already in flight");
-            return complete(chain, ReplyBuilder::refused(Status::OUT_OF_RESOURCES), done);
+            complete(chain, ReplyBuilder::refused(Status::OUT_OF_RESOURCES), done);
+            drop(ticket);
+            return;
         }
-        self.in_flight.enter();
-        let in_flight = self.in_flight.clone();
         let admitted = self.admitted.clone();
         self.submit(
             chain,
             Box::new(move |head, used| {
                 admitted.fetch_sub(1, Ordering::AcqRel);
                 done(head, used);
-                in_flight.leave();
+                drop(ticket);
             }),
         );
     }

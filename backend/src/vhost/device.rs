@@ -109,6 +109,9 @@ impl VgpuDevice {
                 return Ok(());
             }
             loop {
+                // Counted before the pop: a stop in between must wait for
+                // this chain's answer (`vgpu/in_flight.rs`).
+                let ticket = self.inner.vgpu.chain_ticket();
                 // The write lock is held only to pop one chain; its table
                 // is read under the same hold.
                 let start = {
@@ -128,6 +131,7 @@ impl VgpuDevice {
                         self.inner.vgpu.accept(
                             resolved,
                             Box::new(move |head, used| return_chain(&vring, head, used)),
+                            ticket,
                         );
                         if let Some((t, resolving)) = resolved_at {
                             crate::vgpu::profile::TRANSPORT
@@ -140,6 +144,7 @@ impl VgpuDevice {
                             "dropping descriptor chain {head}: {e}"
                         );
                         return_chain(vring, head, 0);
+                        drop(ticket);
                     }
                 }
             }
