@@ -292,7 +292,12 @@ impl Run<'_> {
         self.next_desc = first + count;
         self.add_desc_chains(&raw, first);
         let mut sent = Vec::new();
-        while let Some(chain) = self.queue.pop_descriptor_chain(&*self.mem) {
+        loop {
+            // Counted before the pop, as the vring thread does.
+            let ticket = self.vgpu.chain_ticket();
+            let Some(chain) = self.queue.pop_descriptor_chain(&*self.mem) else {
+                break;
+            };
             let head = chain.head_index();
             let start = ChainStart::of(&self.queue, head);
             let Ok(resolved) = resolve(start, self.mem.clone()) else {
@@ -306,6 +311,7 @@ impl Run<'_> {
                 Box::new(move |head, used| {
                     let _ = done.send((head, used));
                 }),
+                ticket,
             );
             sent.push(head);
         }
