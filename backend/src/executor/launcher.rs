@@ -32,6 +32,8 @@ use std::time::{Duration, Instant};
 use vgpu_protocol::pacing::LookPacer;
 use vgpu_protocol::Status;
 
+use super::LateOutcomes;
+
 /// Launches in a row, within one batch, before the thread takes over: a
 /// batch of one launch and a synchronization is served faster on one
 /// thread than with a hand-over.
@@ -52,6 +54,122 @@ pub trait Job: Send + 'static {
     fn origin(&self) -> (u64, usize);
     /// Bytes of parameters the job holds.
     fn held_bytes(&self) -> u64;
+}
+
+/// A session's side of its launch thread: the thread once started, the
+/// run of launches so far, where in the batches a call stands, and what
+/// became of the calls the thread's driver refused. CUDA and OpenCL
+/// sessions each hold one.
+pub struct LaunchState<J: Job> {
+    /// The thread, once a run of launches started one.
+    launcher: Option<Launcher<J>>,
+    /// Launches in a row since the last other call, in this batch.
+    streak: u32,
+    /// Calls run in this batch, and batches ended (the number of the
+    /// running one).
+    calls_in_batch: usize,
+    batches: u64,
+    /// What became of calls the launch thread's driver refused, so far.
+    late: LateOutcomes,
+}
+
+impl<J: Job> Default for LaunchState<J> {
+    fn default() -> Self {
+        LaunchState {
+            launcher: None,
+            streak: 0,
+            calls_in_batch: 0,
+            batches: 0,
+            late: LateOutcomes::default(),
+        }
+    }
+}
+
+impl<J: Job> LaunchState<J> {
+    /// The number of the call about to run in this batch.
+    pub fn next_call(&mut self) -> usize {
+        let call = self.calls_in_batch;
+        self.calls_in_batch += 1;
+        call
+    }
+
+    /// Where call `call` of the running batch is answered.
+    pub fn origin(&self, call: usize) -> (u64, usize) {
+        (self.batches, call)
+    }
+
+    /// Counts a launch in the run; whether it goes to the launch thread:
+    /// in a run of launches (`enabled` says whether sessions may have the
+    /// thread), or while the thread still has calls (issuing it here would
+    /// pass them).
+    pub fn takes_launch(&mut self, enabled: bool) -> bool {
+        self.streak = self.streak.saturating_add(1);
+        self.busy() || (self.streak >= STREAK && enabled)
+    }
+
+    /// Whether calls handed to the launch thread are still to be issued.
+    pub fn busy(&self) -> bool {
+        self.launcher.as_ref().is_some_and(Launcher::busy)
+    }
+
+    /// Gives a call to the launch thread, started on first use (a session
+    /// that cannot have one issues its calls itself).
+    pub fn hand_over(&mut self, job: J, session: &str) {
+        if self.launcher.is_none() {
+            match Launcher::start(session) {
+                Ok(started) => self.launcher = Some(started),
+                Err(e) => log::warn!("cannot start a launch thread, launching inline: {e}"),
+            }
+        }
+        match &self.launcher {
+            Some(launcher) => launcher.hand_over(job),
+            None => {
+                if let Err(status) = job.issue() {
+                    self.late.failed.push((job.origin().1, status));
+                }
+            }
+        }
+    }
+
+    /// Waits until every call handed to the launch thread was issued, so
+    /// that the next call reaches the driver after them; ends the run.
+    pub fn drain(&mut self) {
+        self.streak = 0;
+        if let Some(launcher) = &self.launcher {
+            let failed = launcher.drain();
+            self.note(failed);
+        }
+    }
+
+    /// Ends a batch without waiting for the calls still with the launch
+    /// thread: the refusals known so far.
+    pub fn finish_batch(&mut self) -> LateOutcomes {
+        if let Some(launcher) = &self.launcher {
+            let failed = launcher.failures();
+            self.note(failed);
+        }
+        self.streak = 0;
+        self.calls_in_batch = 0;
+        self.batches += 1;
+        std::mem::take(&mut self.late)
+    }
+
+    /// Stops the launch thread after it issued what it holds.
+    pub fn stop(&mut self) {
+        self.launcher = None;
+    }
+
+    /// Files refused calls under this batch's calls or, for a batch already
+    /// answered, as an earlier call's failure.
+    fn note(&mut self, failed: Vec<LateFailure>) {
+        for failure in failed {
+            if failure.batch == self.batches {
+                self.late.failed.push((failure.call, failure.status));
+            } else {
+                self.late.earlier = self.late.earlier.or(Some(failure.status));
+            }
+        }
+    }
 }
 
 /// Launches handed over and not yet issued, at most: the batch's thread

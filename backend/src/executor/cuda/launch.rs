@@ -16,7 +16,7 @@ use vgpu_protocol::messages::*;
 use vgpu_protocol::{Status, Wire};
 
 use super::driver::{self, check};
-use super::launcher::{self, Launcher, PreparedLaunch};
+use super::launcher::{self, PreparedLaunch};
 use super::memory::Ranges;
 use super::objects::{FunctionSettings, Global, HostFunction, HostModule};
 use super::session::{cuda, CudaSession};
@@ -386,13 +386,10 @@ impl CudaSession {
             |v| arena.contains(v),
             &self.ranges,
         )?;
-        // A launch goes to the launch thread in a run of launches, or while
-        // that thread still has launches (issuing it here would pass them).
-        self.launch_streak = self.launch_streak.saturating_add(1);
-        let behind = self.launcher.as_ref().is_some_and(Launcher::busy);
+        let to_thread = self.launches.takes_launch(launcher::enabled());
         let launch = self.prepare(m, call, function)?;
-        if behind || (self.launch_streak >= launcher::STREAK && launcher::enabled()) {
-            self.hand_over(launch);
+        if to_thread {
+            self.launches.hand_over(launch, "cuda");
             return Ok(());
         }
         launch.issue_here()
@@ -416,8 +413,9 @@ impl CudaSession {
         let params = self
             .translate_params(&function.params, &m.params)
             .into_owned();
+        let (batch, call) = self.launches.origin(call);
         Ok(PreparedLaunch {
-            batch: self.batches,
+            batch,
             call,
             function,
             ctx,
@@ -427,25 +425,6 @@ impl CudaSession {
             shared_mem: m.shared_mem,
             params,
         })
-    }
-
-    /// Gives a launch to the launch thread, started on first use (a session
-    /// that cannot have one issues its launches itself).
-    fn hand_over(&mut self, launch: PreparedLaunch) {
-        if self.launcher.is_none() {
-            match Launcher::start("cuda") {
-                Ok(started) => self.launcher = Some(started),
-                Err(e) => log::warn!("cannot start a launch thread, launching inline: {e}"),
-            }
-        }
-        match &self.launcher {
-            Some(launcher) => launcher.hand_over(launch),
-            None => {
-                if let Err(status) = launch.issue_here() {
-                    self.late.failed.push((launch.call, status));
-                }
-            }
-        }
     }
 }
 

@@ -10,10 +10,8 @@ use vgpu_protocol::Status;
 use super::driver::{check, make_current};
 use super::objects::{HostContext, HostFunction, HostStream};
 
-pub use crate::executor::launcher::{LateFailure, STREAK};
-
-/// The session's launch thread, for CUDA launches.
-pub type Launcher = crate::executor::launcher::Launcher<PreparedLaunch>;
+/// A session's side of its launch thread, for CUDA launches.
+pub type LaunchState = crate::executor::launcher::LaunchState<PreparedLaunch>;
 
 /// Whether sessions hand their runs of launches to a thread of their own:
 /// yes unless `VGPU_CUDA_LAUNCH_THREAD=0` (to compare, or to rule it out

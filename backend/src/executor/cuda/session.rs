@@ -64,15 +64,9 @@ pub struct CudaSession {
     /// global), last may have written the session's memory: a kernel
     /// writes through raw pointers, so it counts for every allocation.
     pub(super) written: Arc<crate::executor::written::WriteMark>,
-    /// The thread issuing this session's runs of launches, once it had one.
-    pub(super) launcher: Option<super::launcher::Launcher>,
-    /// Launches in a row in this batch, and calls run in it.
-    pub(super) launch_streak: u32,
-    pub(super) calls_in_batch: usize,
-    /// Batches this session ended (the number of the running one).
-    pub(super) batches: u64,
-    /// What became of launches the launch thread refused, so far.
-    pub(super) late: crate::executor::LateOutcomes,
+    /// The thread issuing this session's runs of launches, and where the
+    /// launches it refused are answered.
+    pub(super) launches: super::launcher::LaunchState,
 }
 
 // SAFETY: the raw driver handles in the tables are usable from any thread
@@ -100,34 +94,14 @@ impl CudaSession {
             pinned: Default::default(),
             peer_staging: Vec::new(),
             written: Default::default(),
-            launcher: None,
-            launch_streak: 0,
-            calls_in_batch: 0,
-            batches: 0,
-            late: Default::default(),
+            launches: Default::default(),
         }
     }
 
     /// Waits until every launch handed to the launch thread was issued, so
     /// that the next call reaches the driver after them.
     pub(super) fn drain_launches(&mut self) {
-        self.launch_streak = 0;
-        if let Some(launcher) = &self.launcher {
-            let failed = launcher.drain();
-            self.note_late_failures(failed);
-        }
-    }
-
-    /// Files refused launches under this batch's calls or, for a batch
-    /// already answered, as an earlier call's failure.
-    pub(super) fn note_late_failures(&mut self, failed: Vec<super::launcher::LateFailure>) {
-        for failure in failed {
-            if failure.batch == self.batches {
-                self.late.failed.push((failure.call, failure.status));
-            } else {
-                self.late.earlier = self.late.earlier.or(Some(failure.status));
-            }
-        }
+        self.launches.drain();
     }
 
     /// Records a write issued now to `[ptr, ptr+len)` (checked to be the
@@ -272,8 +246,7 @@ fn done(result: Result<(), Status>) -> Result<Vec<u8>, Status> {
 
 impl ExecSession for CudaSession {
     fn execute(&mut self, request: &Request, io: &mut GuestIo) -> Result<Vec<u8>, Status> {
-        let call = self.calls_in_batch;
-        self.calls_in_batch += 1;
+        let call = self.launches.next_call();
         if let Request::CuLaunchKernel(m) = request {
             return done(self.launch(m, call));
         }
@@ -338,14 +311,7 @@ impl ExecSession for CudaSession {
     /// Answers the batch without waiting for the launches still with the
     /// launch thread (see `launcher.rs`).
     fn finish_batch(&mut self) -> crate::executor::LateOutcomes {
-        if let Some(launcher) = &self.launcher {
-            let failed = launcher.failures();
-            self.note_late_failures(failed);
-        }
-        self.launch_streak = 0;
-        self.calls_in_batch = 0;
-        self.batches += 1;
-        std::mem::take(&mut self.late)
+        self.launches.finish_batch()
     }
 
     fn object_counts(&self) -> Vec<u64> {
@@ -403,7 +369,7 @@ impl ExecSession for CudaSession {
 impl Drop for CudaSession {
     fn drop(&mut self) {
         // Launches handed over reach the driver first.
-        self.launcher = None;
+        self.launches.stop();
         // Let running work finish before its memory goes, then release in
         // dependency order: objects hold their contexts, so the contexts go
         // last.

@@ -610,17 +610,21 @@ impl OpenClSession {
         }
         let local = given_local.then_some(local);
         let offset = (!offset[..dims].iter().all(|&o| o == 0)).then_some(offset);
-        self.launch_streak = self.launch_streak.saturating_add(1);
-        if may_hand_over && self.takes_launches_now() {
-            self.hand_over(super::launch_jobs::OpenClJob::Launch {
-                origin: (self.batches, call),
-                queue,
-                kernel,
-                work_dim: m.work_dim,
-                offset,
-                global,
-                local,
-            });
+        let to_thread = self.launches.takes_launch(super::launch_jobs::enabled());
+        if may_hand_over && to_thread {
+            let origin = self.launches.origin(call);
+            self.launches.hand_over(
+                super::launch_jobs::OpenClJob::Launch {
+                    origin,
+                    queue,
+                    kernel,
+                    work_dim: m.work_dim,
+                    offset,
+                    global,
+                    local,
+                },
+                "opencl",
+            );
             return Ok(());
         }
         // The driver makes an event only when the guest or the depth bound

@@ -602,17 +602,21 @@ impl OpenClSession {
             ArgKind::Sampler => ArgRecord::Sampler(self.samplers.get(m.handle)?.clone()),
             ArgKind::Svm => self.svm_arg(&kernel, &m.value)?,
         };
-        if !self.launcher_busy() {
+        if !self.launches.busy() {
             return Self::apply_arg(&kernel, m.index, arg);
         }
         let arg = Self::admit_arg(&kernel, m.index, arg)?;
         kernel.args.lock().unwrap_or_else(|e| e.into_inner())[m.index as usize] = arg.clone();
-        self.hand_over(super::launch_jobs::OpenClJob::SetArg {
-            origin: (self.batches, call),
-            kernel,
-            index: m.index,
-            arg,
-        });
+        let origin = self.launches.origin(call);
+        self.launches.hand_over(
+            super::launch_jobs::OpenClJob::SetArg {
+                origin,
+                kernel,
+                index: m.index,
+                arg,
+            },
+            "opencl",
+        );
         Ok(())
     }
 }

@@ -19,8 +19,8 @@ use vgpu_protocol::Status;
 
 use super::objects::{ArgRecord, HostKernel, QueueEntry};
 
-/// The session's launch thread, for OpenCL calls.
-pub type Launcher = crate::executor::launcher::Launcher<OpenClJob>;
+/// A session's side of its launch thread, for OpenCL calls.
+pub type LaunchState = crate::executor::launcher::LaunchState<OpenClJob>;
 
 /// Whether sessions hand their runs of launches to a thread of their own:
 /// `VGPU_OPENCL_LAUNCH_THREAD=1` or `0` says; by default yes on hosts of

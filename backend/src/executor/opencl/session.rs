@@ -13,16 +13,10 @@ use crate::executor::ExecSession;
 use crate::handles::HandleTable;
 
 pub struct OpenClSession {
-    /// The launch thread, once a run of launches started one (declared
-    /// first: dropped, after issuing what it holds, before the objects).
-    pub(super) launcher: Option<super::launch_jobs::Launcher>,
-    /// Launches in a row since the last other call.
-    pub(super) launch_streak: u32,
-    /// Calls of the batch so far, and batches ended: where a launch the
-    /// launch thread's driver refused is reported.
-    pub(super) calls_in_batch: usize,
-    pub(super) batches: u64,
-    pub(super) late: crate::executor::LateOutcomes,
+    /// The launch thread and where the calls it refused are answered
+    /// (declared first: the thread is stopped, after issuing what it holds,
+    /// before the objects go).
+    pub(super) launches: super::launch_jobs::LaunchState,
     pub(super) platform: cl_platform_id,
     pub(super) device: cl_device_id,
     pub(super) contexts: HandleTable<ContextEntry>,
@@ -71,11 +65,7 @@ unsafe impl Send for OpenClSession {}
 impl OpenClSession {
     pub fn new(platform: cl_platform_id, device: cl_device_id, queue_depth: usize) -> Self {
         OpenClSession {
-            launcher: None,
-            launch_streak: 0,
-            calls_in_batch: 0,
-            batches: 0,
-            late: Default::default(),
+            launches: Default::default(),
             platform,
             device,
             contexts: HandleTable::new(Status::INVALID_CONTEXT),
@@ -190,70 +180,16 @@ impl OpenClSession {
 }
 
 impl OpenClSession {
-    /// Whether a launch that may leave this thread goes to the launch
-    /// thread: in a run of launches, or while that thread still has
-    /// launches (issuing it here would pass them).
-    pub(super) fn takes_launches_now(&self) -> bool {
-        let behind = self.launcher_busy();
-        behind
-            || (self.launch_streak >= crate::executor::launcher::STREAK
-                && super::launch_jobs::enabled())
-    }
-
-    /// Whether calls handed to the launch thread are still to be issued.
-    pub(super) fn launcher_busy(&self) -> bool {
-        self.launcher
-            .as_ref()
-            .is_some_and(super::launch_jobs::Launcher::busy)
-    }
-
-    /// Gives a call to the launch thread, started on first use (a session
-    /// that cannot have one issues its calls itself).
-    pub(super) fn hand_over(&mut self, job: super::launch_jobs::OpenClJob) {
-        use crate::executor::launcher::Job;
-        if self.launcher.is_none() {
-            match super::launch_jobs::Launcher::start("opencl") {
-                Ok(started) => self.launcher = Some(started),
-                Err(e) => log::warn!("cannot start a launch thread, launching inline: {e}"),
-            }
-        }
-        match &self.launcher {
-            Some(launcher) => launcher.hand_over(job),
-            None => {
-                if let Err(status) = job.issue() {
-                    self.late.failed.push((job.origin().1, status));
-                }
-            }
-        }
-    }
-
     /// Waits until every call handed to the launch thread was issued, so
     /// that the next call reaches the driver after them.
     pub(super) fn drain_launches(&mut self) {
-        self.launch_streak = 0;
-        if let Some(launcher) = &self.launcher {
-            let failed = launcher.drain();
-            self.note_late_failures(failed);
-        }
-    }
-
-    /// Files refused calls under this batch's calls or, for a batch already
-    /// answered, as an earlier call's failure.
-    fn note_late_failures(&mut self, failed: Vec<crate::executor::launcher::LateFailure>) {
-        for failure in failed {
-            if failure.batch == self.batches {
-                self.late.failed.push((failure.call, failure.status));
-            } else {
-                self.late.earlier = self.late.earlier.or(Some(failure.status));
-            }
-        }
+        self.launches.drain();
     }
 }
 
 impl ExecSession for OpenClSession {
     fn execute(&mut self, request: &Request, io: &mut GuestIo) -> Result<Vec<u8>, Status> {
-        let call = self.calls_in_batch;
-        self.calls_in_batch += 1;
+        let call = self.launches.next_call();
         match request {
             Request::EnqueueNdRange(m) => return done(self.nd_range(m, call)),
             Request::SetKernelArg(m) => return done(self.set_kernel_arg(m, call)),
@@ -321,14 +257,7 @@ impl ExecSession for OpenClSession {
     /// Answers the batch without waiting for the calls still with the
     /// launch thread.
     fn finish_batch(&mut self) -> crate::executor::LateOutcomes {
-        if let Some(launcher) = &self.launcher {
-            let failed = launcher.failures();
-            self.note_late_failures(failed);
-        }
-        self.launch_streak = 0;
-        self.calls_in_batch = 0;
-        self.batches += 1;
-        std::mem::take(&mut self.late)
+        self.launches.finish_batch()
     }
 
     fn object_counts(&self) -> Vec<u64> {
