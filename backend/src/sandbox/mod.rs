@@ -18,7 +18,7 @@ pub mod user;
 
 use std::io;
 use std::os::unix::fs::DirBuilderExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// How much confinement to apply.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,17 +153,44 @@ pub fn prepare_worker(sandbox: &Sandbox) -> io::Result<Option<PathBuf>> {
     if std::env::var_os("POCL_CACHE_DIR").is_some() {
         return Ok(None);
     }
-    let creds = user::for_worker(user.as_deref(), *own_uid)?;
-    let dir = private_dir("vgpu-worker")?;
+    let dir = workers_dir("vgpu-worker", user.as_deref(), *own_uid)?;
+    for (name, value) in driver_cache_env(&dir) {
+        std::env::set_var(name, value);
+    }
+    Ok(Some(dir))
+}
+
+/// A new private directory (`private_dir`) owned by the user a worker
+/// runs as.
+fn workers_dir(prefix: &str, user: Option<&str>, own_uid: Option<u32>) -> io::Result<PathBuf> {
+    let creds = user::for_worker(user, own_uid)?;
+    let dir = private_dir(prefix)?;
     if let Some(creds) = &creds {
         std::os::unix::fs::chown(&dir, Some(creds.uid), Some(creds.gid))?;
     }
-    std::env::set_var("POCL_CACHE_DIR", &dir);
-    // CUDA's JIT cache likewise (cubins keyed by the PTX's hash).
+    Ok(dir)
+}
+
+/// The environment that puts the drivers' caches in `dir`: PoCL's, and
+/// CUDA's JIT cache (cubins keyed by the PTX's hash) beneath it unless
+/// the operator named one.
+pub fn driver_cache_env(dir: &Path) -> Vec<(&'static str, PathBuf)> {
+    let mut env = vec![("POCL_CACHE_DIR", dir.to_path_buf())];
     if std::env::var_os("CUDA_CACHE_PATH").is_none() {
-        std::env::set_var("CUDA_CACHE_PATH", dir.join("cuda"));
+        env.push(("CUDA_CACHE_PATH", dir.join("cuda")));
     }
-    Ok(Some(dir))
+    env
+}
+
+/// Removes a driver cache made by `prepare_worker` or
+/// `shared_loopback_cache` once no worker uses it; one already gone is
+/// fine, any other failure is logged.
+pub fn remove_cache(dir: &Path) {
+    if let Err(e) = std::fs::remove_dir_all(dir) {
+        if e.kind() != io::ErrorKind::NotFound {
+            log::warn!("cannot remove {}: {e}", dir.display());
+        }
+    }
 }
 
 /// `--peer-memory`: one driver cache for every worker of this backend,
@@ -185,12 +212,7 @@ pub fn shared_loopback_cache(sandbox: &Sandbox, peer_memory: bool) -> io::Result
     if !peer_memory || std::env::var_os("POCL_CACHE_DIR").is_some() {
         return Ok(None);
     }
-    let creds = user::for_worker(user.as_deref(), *own_uid)?;
-    let dir = private_dir("vgpu-cache")?;
-    if let Some(creds) = &creds {
-        std::os::unix::fs::chown(&dir, Some(creds.uid), Some(creds.gid))?;
-    }
-    Ok(Some(dir))
+    workers_dir("vgpu-cache", user.as_deref(), *own_uid).map(Some)
 }
 
 /// The first half of a worker's confinement, done before its driver

@@ -84,10 +84,7 @@ impl WorkerLink {
         }
         if let Some(cache) = spawn.cache {
             // The worker then makes no private cache (`prepare_worker`).
-            command.env("POCL_CACHE_DIR", cache);
-            if std::env::var_os("CUDA_CACHE_PATH").is_none() {
-                command.env("CUDA_CACHE_PATH", cache.join("cuda"));
-            }
+            command.envs(crate::sandbox::driver_cache_env(cache));
         }
         // SAFETY: between fork and exec the closure only makes
         // async-signal-safe calls (fcntl, prctl, getppid) on descriptors
@@ -177,13 +174,8 @@ impl WorkerLink {
 
     /// Removes the worker's private driver cache (it has ended).
     pub fn remove_cache(&self) {
-        let Some(dir) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).take() else {
-            return;
-        };
-        if let Err(e) = std::fs::remove_dir_all(&dir) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                log::warn!("cannot remove {}: {e}", dir.display());
-            }
+        if let Some(dir) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            crate::sandbox::remove_cache(&dir);
         }
     }
 

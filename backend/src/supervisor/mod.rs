@@ -295,13 +295,8 @@ struct SharedCache(Option<std::path::PathBuf>);
 
 impl Drop for SharedCache {
     fn drop(&mut self) {
-        let Some(dir) = &self.0 else {
-            return;
-        };
-        if let Err(e) = std::fs::remove_dir_all(dir) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                log::warn!("cannot remove {}: {e}", dir.display());
-            }
+        if let Some(dir) = &self.0 {
+            crate::sandbox::remove_cache(dir);
         }
     }
 }
