@@ -6,10 +6,9 @@
 
 mod common;
 
-use common::req;
-use common::Backend;
+use common::{calls, req, Backend};
 use vgpu_protocol::messages::*;
-use vgpu_protocol::{ArgKind, DataRef, Status};
+use vgpu_protocol::{ArgKind, Status};
 use vgpu_transport::Client;
 
 /// Not commutative: launches applied out of order, or with another
@@ -52,19 +51,8 @@ fn backend() -> Backend {
 
 /// Context, queue, the `advance` kernel and its zeroed buffer (argument 0).
 fn set_up(client: &Client) -> (u64, u64, u64) {
-    let context = client.new_handle();
-    client.defer(req::context(context)).expect("context");
-    let queue = client.new_handle();
-    client.defer(req::queue(queue, context)).expect("queue");
-    let program = client.new_handle();
-    client
-        .defer(req::program(program, context, SOURCE))
-        .expect("program");
-    client.call(req::build(program)).expect("build");
-    let kernel = client.new_handle();
-    client
-        .defer(req::kernel(kernel, program, b"advance"))
-        .expect("kernel");
+    let (context, queue) = calls::context_and_queue(client);
+    let kernel = calls::built_kernel(client, context, SOURCE, b"advance");
     let mem = client.new_handle();
     client
         .defer(req::buffer(mem, context, 1, (ITEMS * 4) as u64))
@@ -89,17 +77,7 @@ fn set_up(client: &Client) -> (u64, u64, u64) {
 
 fn read_back(client: &Client, queue: u64, mem: u64) -> Result<Vec<i32>, Status> {
     let mut out = vec![0u8; ITEMS * 4];
-    client.call_with_in(&mut out, |data: DataRef, start| {
-        EnqueueReadBuffer {
-            queue,
-            mem,
-            offset: start,
-            data,
-            wait: vec![],
-            event: 0,
-        }
-        .into()
-    })?;
+    calls::read_buffer(client, queue, mem, &mut out)?;
     Ok(out
         .chunks_exact(4)
         .map(|c| i32::from_le_bytes(c.try_into().expect("4 bytes")))

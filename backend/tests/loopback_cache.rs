@@ -7,8 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::req;
-use common::Backend;
+use common::{calls, req, Backend};
 
 const SOURCE: &[u8] = b"__kernel void scale(__global float *x, float k) {\n\
     x[get_global_id(0)] *= k;\n}\n";
@@ -51,15 +50,7 @@ fn build_once(backend: &Backend) {
     let client = backend.client();
     let context = client.new_handle();
     client.defer(req::context(context)).expect("context");
-    let program = client.new_handle();
-    client
-        .defer(req::program(program, context, SOURCE))
-        .expect("program");
-    client.call(req::build(program)).expect("build");
-    let kernel = client.new_handle();
-    client
-        .call(req::kernel(kernel, program, b"scale"))
-        .expect("kernel");
+    calls::built_kernel(&client, context, SOURCE, b"scale");
 }
 
 /// Kernel binaries (PoCL's `.so` and `.bc` files) under `cache`, with

@@ -10,6 +10,7 @@
 
 mod common;
 
+use common::calls::{context_and_queue, read_buffer as read};
 use common::req;
 use common::Backend;
 use vgpu_protocol::frame::BatchBuilder;
@@ -22,14 +23,6 @@ use vgpu_transport::Client;
 /// Sizes on both sides of the transport's peer threshold (64 KiB), odd
 /// ones included, and one the client splits into several chunks.
 const SIZES: [usize; 5] = [1000, (64 << 10) - 1, (64 << 10) + 3, 3 << 20, 20 << 20];
-
-fn context_and_queue(client: &Client) -> (u64, u64) {
-    let context = client.new_handle();
-    client.defer(req::context(context)).expect("context");
-    let queue = client.new_handle();
-    client.defer(req::queue(queue, context)).expect("queue");
-    (context, queue)
-}
 
 fn buffer(client: &Client, context: u64, size: usize) -> u64 {
     let mem = client.new_handle();
@@ -51,20 +44,6 @@ fn buffer(client: &Client, context: u64, size: usize) -> u64 {
 fn write(client: &Client, queue: u64, mem: u64, bytes: &[u8]) -> Result<Vec<u8>, Status> {
     client.call_with_out(bytes, |data, start| {
         EnqueueWriteBuffer {
-            queue,
-            mem,
-            offset: start,
-            data,
-            wait: vec![],
-            event: 0,
-        }
-        .into()
-    })
-}
-
-fn read(client: &Client, queue: u64, mem: u64, out: &mut [u8]) -> Result<Vec<u8>, Status> {
-    client.call_with_in(out, |data, start| {
-        EnqueueReadBuffer {
             queue,
             mem,
             offset: start,

@@ -13,6 +13,7 @@ use vgpu_transport::loopback::{Loopback, LoopbackConfig, LoopbackDevice};
 use vgpu_transport::vring::DescSpec;
 use vgpu_transport::Client;
 
+pub mod calls;
 pub mod precopy;
 pub mod req;
 
