@@ -1,7 +1,7 @@
 //! Kernels: the local knowledge that lets `clSetKernelArg` and
 //! `clEnqueueNDRangeKernel` check their arguments without a round trip.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -26,10 +26,12 @@ pub struct Facts {
     /// `CL_KERNEL_ARG_ADDRESS_QUALIFIER` per argument (`None`: the backend
     /// has no argument info).
     qualifiers: Mutex<HashMap<u32, Option<u32>>>,
-    /// (index, kind, size) shapes the backend accepted once: later ones
-    /// are sent without waiting, since their only remaining failure causes
-    /// are checked here.
-    accepted: Mutex<HashSet<(u32, u32, u64)>>,
+    /// (kind, size) shapes the backend accepted once, per argument index:
+    /// later ones are sent without waiting, since their only remaining
+    /// failure causes are checked here. A short list per index rather than
+    /// a hashed set: every `clSetKernelArg` looks here, and hashing the
+    /// shape was half of the call's own time.
+    accepted: Mutex<Vec<Vec<(u32, u64)>>>,
     /// `CL_KERNEL_WORK_GROUP_SIZE` and `CL_KERNEL_COMPILE_WORK_GROUP_SIZE`
     /// as numbers, which launches check: no lookup, no allocation.
     max_group: OnceLock<u64>,
@@ -46,7 +48,28 @@ pub struct Kernel {
     pub name: String,
     facts: Arc<Facts>,
     /// Indices given a value so far.
-    set: Mutex<HashSet<u32>>,
+    set: Mutex<ArgsGiven>,
+}
+
+/// Which argument indices have a value, and how many (indices are below
+/// the kernel's argument count, checked before they get here).
+#[derive(Default, Clone)]
+struct ArgsGiven {
+    given: Vec<bool>,
+    count: u32,
+}
+
+impl ArgsGiven {
+    fn insert(&mut self, index: u32) {
+        let i = index as usize;
+        if self.given.len() <= i {
+            self.given.resize(i + 1, false);
+        }
+        if !self.given[i] {
+            self.given[i] = true;
+            self.count += 1;
+        }
+    }
 }
 
 kind!(Kernel, CL_INVALID_KERNEL, Some(ObjectKind::Kernel));
@@ -59,7 +82,7 @@ impl Kernel {
             program,
             name,
             facts,
-            set: Mutex::new(HashSet::new()),
+            set: Mutex::new(ArgsGiven::default()),
         }
     }
 
@@ -72,17 +95,27 @@ impl Kernel {
 
     /// Whether this argument shape was accepted by the backend before.
     pub fn accepted_before(&self, index: u32, kind: ArgKind, size: u64) -> bool {
-        lock(&self.facts.accepted).contains(&(index, kind as u32, size))
+        lock(&self.facts.accepted)
+            .get(index as usize)
+            .is_some_and(|shapes| shapes.contains(&(kind as u32, size)))
     }
 
     pub fn record_arg(&self, index: u32, kind: ArgKind, size: u64) {
         lock(&self.set).insert(index);
-        lock(&self.facts.accepted).insert((index, kind as u32, size));
+        let mut accepted = lock(&self.facts.accepted);
+        let i = index as usize;
+        if accepted.len() <= i {
+            accepted.resize_with(i + 1, Vec::new);
+        }
+        let shape = (kind as u32, size);
+        if !accepted[i].contains(&shape) {
+            accepted[i].push(shape);
+        }
     }
 
     /// Whether every argument has a value (else `CL_INVALID_KERNEL_ARGS`).
     pub fn all_args_set(&self, num_args: u32) -> bool {
-        lock(&self.set).len() as u64 >= u64::from(num_args)
+        lock(&self.set).count >= num_args
     }
 }
 
@@ -157,5 +190,22 @@ impl Cl<Kernel> {
 impl Drop for Kernel {
     fn drop(&mut self) {
         self.program.kernels.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ArgsGiven;
+
+    #[test]
+    fn an_index_given_twice_counts_once_in_any_order() {
+        let mut given = ArgsGiven::default();
+        for index in [3, 0, 3, 1, 0] {
+            given.insert(index);
+        }
+        assert_eq!(given.count, 3);
+        assert_eq!(given.given, [true, true, false, true]);
+        given.insert(2);
+        assert_eq!(given.count, 4);
     }
 }
