@@ -99,31 +99,93 @@ pub struct Batch {
 
 /// Decodes a whole request stream. Total: any input gives a batch or an error.
 pub fn decode(bytes: &[u8]) -> Result<Batch, DecodeError> {
+    let framed = frame(bytes)?;
+    Ok(Batch {
+        header: framed.header,
+        messages: framed.messages().collect(),
+    })
+}
+
+/// A request stream whose header and message framing were checked; its
+/// messages are decoded one at a time by [`Framed::messages`]. The backend
+/// runs batches this way: collecting them first moved every decoded
+/// request (176 bytes) two or three times, a fifth of the backend's time
+/// in a run of deferred `clSetKernelArg` calls.
+#[derive(Debug, Clone, Copy)]
+pub struct Framed<'a> {
+    pub header: BatchHeader,
+    body: &'a [u8],
+}
+
+/// Checks a request stream's header and the framing of all its messages,
+/// decoding no payload: the same errors as [`decode`], before any message
+/// is looked at.
+pub fn frame(bytes: &[u8]) -> Result<Framed<'_>, DecodeError> {
     let header = BatchHeader::decode(bytes)?;
     if header.request_len as usize != bytes.len() {
         return Err(DecodeError::BadHeader(
             "request_len differs from the stream length",
         ));
     }
-    let mut r = Reader::new(&bytes[BATCH_HEADER_LEN..]);
-    let mut messages = Vec::with_capacity(header.count as usize);
+    let body = &bytes[BATCH_HEADER_LEN..];
+    let mut r = Reader::new(body);
     for _ in 0..header.count {
-        let opcode = r.u32()?;
-        let flags = r.u32()?;
-        let seq = r.u64()?;
-        let payload_len = r.u32()? as usize;
-        let _reserved = r.u32()?;
-        let payload = r.take(payload_len)?;
-        r.take(padding8(payload_len).min(r.remaining()))?;
-        messages.push(Message {
+        next_frame(&mut r)?;
+    }
+    r.finish()?;
+    Ok(Framed { header, body })
+}
+
+impl<'a> Framed<'a> {
+    /// The messages in order, each decoded when it is reached.
+    pub fn messages(&self) -> FramedMessages<'a> {
+        FramedMessages {
+            r: Reader::new(self.body),
+            left: self.header.count,
+        }
+    }
+}
+
+/// The messages of a [`Framed`] stream.
+pub struct FramedMessages<'a> {
+    r: Reader<'a>,
+    left: u32,
+}
+
+impl Iterator for FramedMessages<'_> {
+    type Item = Message;
+
+    fn next(&mut self) -> Option<Message> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        // Checked by `frame`: a framing error cannot happen here.
+        let (opcode, flags, seq, payload) = next_frame(&mut self.r).ok()?;
+        Some(Message {
             opcode,
             flags,
             seq,
             body: Request::decode(opcode, payload),
-        });
+        })
     }
-    r.finish()?;
-    Ok(Batch { header, messages })
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left as usize, Some(self.left as usize))
+    }
+}
+
+/// One message's frame: (opcode, flags, seq, payload), the reader moved
+/// past its padding.
+fn next_frame<'a>(r: &mut Reader<'a>) -> Result<(u32, u32, u64, &'a [u8]), DecodeError> {
+    let opcode = r.u32()?;
+    let flags = r.u32()?;
+    let seq = r.u64()?;
+    let payload_len = r.u32()? as usize;
+    let _reserved = r.u32()?;
+    let payload = r.take(payload_len)?;
+    r.take(padding8(payload_len).min(r.remaining()))?;
+    Ok((opcode, flags, seq, payload))
 }
 
 /// The opcodes of a request stream's messages, without decoding payloads;

@@ -217,3 +217,31 @@ fn scan_opcodes_lists_messages_without_decoding() {
     assert_eq!(vgpu_protocol::frame::scan_opcodes(&bytes), expected);
     assert!(vgpu_protocol::frame::scan_opcodes(&bytes[..10]).is_empty());
 }
+
+#[test]
+fn a_framing_error_in_the_last_message_refuses_the_batch_before_any_runs() {
+    // The backend runs messages as they are decoded: a stream broken
+    // anywhere must be refused by `frame` before the first one is seen.
+    let mut builder = BatchBuilder::new(0);
+    builder.push(0, &Ping {}.into());
+    builder.push(1, &Ping {}.into());
+    let mut bytes = builder.finish(1, 64);
+    let framed = vgpu_protocol::frame::frame(&bytes).expect("valid stream");
+    assert_eq!(framed.messages().count(), 2);
+    assert_eq!(
+        framed.messages().map(|m| m.seq).collect::<Vec<_>>(),
+        decode(&bytes)
+            .unwrap()
+            .messages
+            .iter()
+            .map(|m| m.seq)
+            .collect::<Vec<_>>()
+    );
+    // The second message's payload length now runs past the stream.
+    let second = BATCH_HEADER_LEN + 24 + 16;
+    bytes[second..second + 4].copy_from_slice(&1_000_000u32.to_le_bytes());
+    assert!(matches!(
+        vgpu_protocol::frame::frame(&bytes),
+        Err(DecodeError::Truncated { .. })
+    ));
+}

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use vgpu_protocol::frame::{ReplyBuilder, PROTOCOL_VERSION};
+use vgpu_protocol::frame::{frame, ReplyBuilder, PROTOCOL_VERSION};
 use vgpu_protocol::limits::{MAX_REPLY_LEN, MAX_REQUEST_LEN};
 use vgpu_protocol::messages::{SessionOpened, SessionStatsReply};
-use vgpu_protocol::{decode, Request, Status, Wire};
+use vgpu_protocol::{Request, Status, Wire};
 
 use crate::chain::ResolvedChain;
 use crate::executor::{ExecSession, Executor, LateOutcomes};
@@ -191,7 +191,22 @@ impl SessionState {
 
     pub fn run_batch(&mut self, chain: &mut ResolvedChain) -> Vec<u8> {
         let started = profile::start();
-        let batch = match decode(&chain.request) {
+        // The request bytes leave the chain while its messages run (they
+        // are decoded one at a time, borrowing them; a call borrows the
+        // chain for its data) and go back before it is answered.
+        let request = std::mem::take(&mut chain.request);
+        let reply = self.run_framed(&request, chain, started);
+        chain.request = request;
+        reply
+    }
+
+    fn run_framed(
+        &mut self,
+        request: &[u8],
+        chain: &mut ResolvedChain,
+        started: Option<std::time::Instant>,
+    ) -> Vec<u8> {
+        let batch = match frame(request) {
             Ok(batch) => batch,
             Err(e) => {
                 log::debug!("refusing batch: {e}");
@@ -205,7 +220,7 @@ impl SessionState {
         // Counted here, published once per batch: a few atomic adds per
         // batch rather than per message.
         let mut counts = crate::vgpu::metrics::BatchCounts::default();
-        for (index, message) in batch.messages.into_iter().enumerate() {
+        for (index, message) in batch.messages().enumerate() {
             self.check_continuity(message.seq);
             let result = match message.body {
                 Err(e) => {
