@@ -492,8 +492,8 @@ fn initial_data_over_aliasing_descriptors_is_streamed_or_refused_first() {
     assert!(data.chunks(64 << 10).all(|c| c == pattern.as_slice()));
 
     // 3.5 GiB for a buffer the host may not write (CL_MEM_HOST_NO_ACCESS)
-    // is over the 64 MiB quota, and on hosts of modest RAM also over the
-    // device's largest allocation (2 GiB for PoCL on a 23 GiB host), which
+    // is over the 64 MiB quota, and where the vGPU's largest allocation
+    // (derived from the host's memory) is smaller, over that too, which
     // OpenCL says to report first: refused before anything is staged.
     let huge = 15 * u64::from(WINDOW);
     let largest = max_mem_alloc_size(&mut raw, 1);

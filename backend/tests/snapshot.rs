@@ -834,3 +834,27 @@ fn a_checkpoint_of_the_previous_format_restores_and_computes_on() {
     );
     let _ = std::fs::remove_file(&copy);
 }
+
+/// A buffer beyond the largest allocation the guest was told of is
+/// refused as OpenCL says (`CL_INVALID_BUFFER_SIZE`), also where the
+/// device and the quota would take it: the same answer on every host.
+#[test]
+fn a_buffer_beyond_the_advertised_largest_allocation_is_refused() {
+    let backend = Backend::start_with(&["--memory", "256M", "--max-memory", "1G"], &[]);
+    let mut raw = backend.raw();
+    raw.open_session(1);
+    let (_, largest) = memory_seen(&mut raw, 1);
+    assert_eq!(largest, 256 << 20);
+    let buffer = |mem: u64, size: u64| -> Request { req::buffer(mem, 1, 1, size) };
+    let context: Request = req::context(1);
+    let reply = raw.batch(
+        1,
+        &[context, buffer(2, largest + (64 << 20)), buffer(3, largest)],
+    );
+    assert_eq!(
+        reply.records[1].status,
+        Status::INVALID_BUFFER_SIZE,
+        "{reply:?}"
+    );
+    assert!(reply.records[2].status.is_success(), "{reply:?}");
+}

@@ -183,7 +183,7 @@ impl OpenClSession {
         init: Option<*mut u8>,
     ) -> Result<HostMem, Status> {
         use cl3::memory::{CL_MEM_ALLOC_HOST_PTR, CL_MEM_COPY_HOST_PTR, CL_MEM_USE_HOST_PTR};
-        if size == 0 {
+        if size == 0 || size > self.largest_allocation()? {
             return Err(Status::INVALID_BUFFER_SIZE);
         }
         // Host pointers of the guest mean nothing here: initial data comes
@@ -285,14 +285,25 @@ impl OpenClSession {
         Ok(())
     }
 
-    /// Refuses a buffer of `size` bytes before anything is allocated for
-    /// it: beyond the device's largest allocation or the VM's free quota.
-    fn check_memory_room(&self, size: u64) -> Result<(), Status> {
-        let largest =
+    /// The largest single allocation the guest may make: the one it was
+    /// told of (the vGPU's, from its memory size), as for images, within
+    /// the device's own. A bigger buffer is refused the same way on every
+    /// host, whatever this device would take.
+    pub(super) fn largest_allocation(&self) -> Result<u64, Status> {
+        let device =
             cl3::device::get_device_info(self.device, cl3::device::CL_DEVICE_MAX_MEM_ALLOC_SIZE)
                 .map_err(Status)?
                 .to_ulong();
-        if size > largest {
+        Ok(self
+            .advertised
+            .as_ref()
+            .map_or(device, |p| p.max_mem_alloc_size.min(device)))
+    }
+
+    /// Refuses a buffer of `size` bytes before anything is allocated for
+    /// it: beyond the largest allocation or the VM's free quota.
+    fn check_memory_room(&self, size: u64) -> Result<(), Status> {
+        if size > self.largest_allocation()? {
             return Err(Status::INVALID_BUFFER_SIZE);
         }
         if let Some(quota) = &self.quota {

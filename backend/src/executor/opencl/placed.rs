@@ -35,6 +35,9 @@ impl OpenClSession {
             log::warn!("placed buffer: its storage must cover the whole buffer");
             return Err(Status::INVALID_VALUE);
         }
+        if m.size > self.largest_allocation()? {
+            return Err(Status::INVALID_BUFFER_SIZE);
+        }
         if !self.placement_gate.as_ref().is_some_and(Gate::is_open) {
             log::warn!("placed buffer: no open placement gate");
             return Err(Status::INVALID_VALUE);

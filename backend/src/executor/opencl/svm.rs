@@ -156,12 +156,7 @@ impl OpenClSession {
         if m.size == 0 || self.svm.count() >= MAX_SVM_ALLOCATIONS {
             return Err(Status::INVALID_VALUE);
         }
-        let max_alloc =
-            cl3::device::get_device_data(self.device, cl3::device::CL_DEVICE_MAX_MEM_ALLOC_SIZE)
-                .ok()
-                .and_then(|b| Some(u64::from_le_bytes(b.get(..8)?.try_into().ok()?)))
-                .unwrap_or(u64::MAX);
-        if m.size > max_alloc {
+        if m.size > self.largest_allocation()? {
             return Err(Status::INVALID_VALUE);
         }
         // Implementations refuse page alignment: allocate a page more and
