@@ -5,7 +5,7 @@ mod common;
 use common::req;
 
 use vgpu_protocol::messages::*;
-use vgpu_protocol::{ArgKind, DataRef, InfoTarget, ObjectKind, Status, Wire};
+use vgpu_protocol::{ArgKind, InfoTarget, ObjectKind, Status, Wire};
 use vgpu_transport::Client;
 
 const SOURCE: &str = r#"
@@ -80,19 +80,7 @@ fn setup(client: &Client) -> (u64, u64, u64) {
 
 fn read(client: &Client, queue: u64, mem: u64, len: usize) -> Vec<u8> {
     let mut out = vec![0u8; len];
-    client
-        .call_with_in(&mut out, |data: DataRef, start| {
-            EnqueueReadBuffer {
-                queue,
-                mem,
-                offset: start,
-                data,
-                wait: vec![],
-                event: 0,
-            }
-            .into()
-        })
-        .unwrap();
+    common::calls::read_buffer(client, queue, mem, &mut out).unwrap();
     out
 }
 
