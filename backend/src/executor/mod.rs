@@ -216,8 +216,16 @@ pub trait ExecSession: Send {
         LateOutcomes::default()
     }
 
+    /// Adds the live objects, per `ObjectKind::index`, to `total` (one
+    /// entry per kind). Called after every batch, so it allocates nothing.
+    fn add_object_counts(&self, total: &mut [u64]);
+
     /// Live objects per `ObjectKind::index`.
-    fn object_counts(&self) -> Vec<u64>;
+    fn object_counts(&self) -> Vec<u64> {
+        let mut counts = vec![0u64; vgpu_protocol::ObjectKind::ALL.len()];
+        self.add_object_counts(&mut counts);
+        counts
+    }
 
     /// A function that, called from another thread, unblocks anything the
     /// session may be stuck waiting on (unset user events), so a close can go

@@ -310,8 +310,8 @@ mod tests {
         ) -> Result<Vec<u8>, Status> {
             Err(Status::INVALID_OPERATION)
         }
-        fn object_counts(&self) -> Vec<u64> {
-            vec![1; vgpu_protocol::ObjectKind::ALL.len()]
+        fn add_object_counts(&self, total: &mut [u64]) {
+            total.iter_mut().for_each(|n| *n += 1);
         }
         fn aborter(&self) -> Box<dyn Fn() + Send + Sync> {
             Box::new(|| {})

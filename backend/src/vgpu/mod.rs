@@ -9,7 +9,7 @@ pub mod metrics;
 pub mod profile;
 pub mod session;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -88,7 +88,9 @@ pub struct Vgpu {
     executors: RwLock<Vec<Arc<dyn Executor>>>,
     /// Guest-caused warnings of this VM go through this limiter.
     pub warnings: crate::ratelimit::WarnLimiter,
-    sessions: Mutex<HashMap<u64, SessionWorker>>,
+    /// Ordered, not hashed: a VM has few sessions, and every batch looks its
+    /// own up (SipHash cost more than the search).
+    sessions: Mutex<BTreeMap<u64, SessionWorker>>,
     /// While paused, chains wait here instead of running.
     held: Mutex<Option<Vec<(ResolvedChain, Completion)>>>,
     /// What the guest sees of the device: fixed when the VM starts (from
@@ -133,7 +135,7 @@ impl Vgpu {
             quota: Quota::new(limits),
             executors: RwLock::new(executors),
             warnings: Default::default(),
-            sessions: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(BTreeMap::new()),
             held: Mutex::new(None),
             in_flight: Arc::default(),
             admitted: Default::default(),
@@ -144,7 +146,7 @@ impl Vgpu {
         })
     }
 
-    pub(crate) fn sessions(&self) -> MutexGuard<'_, HashMap<u64, SessionWorker>> {
+    pub(crate) fn sessions(&self) -> MutexGuard<'_, BTreeMap<u64, SessionWorker>> {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -385,8 +387,7 @@ impl Vgpu {
             );
             return complete(chain, ReplyBuilder::refused(Status::OUT_OF_RESOURCES), done);
         }
-        let opens = opcodes(&chain.request).next() == Some(opcode::OpenSession);
-        let closes = opcodes(&chain.request).any(|op| op == opcode::CloseSession);
+        let (opens, closes) = opens_or_closes(&chain.request);
         let mut sessions = self.sessions();
         if !sessions.contains_key(&header.session) {
             if !opens {
@@ -543,6 +544,16 @@ impl Drop for Vgpu {
 }
 
 /// Writes the reply into the chain and reports its used length.
+/// Whether a batch opens its session (its first message) and whether it
+/// closes one, in one walk of its messages.
+fn opens_or_closes(request: &[u8]) -> (bool, bool) {
+    let mut ops = opcodes(request);
+    let first = ops.next();
+    let opens = first == Some(opcode::OpenSession);
+    let closes = first == Some(opcode::CloseSession) || ops.any(|op| op == opcode::CloseSession);
+    (opens, closes)
+}
+
 pub(crate) fn complete(chain: ResolvedChain, reply: Vec<u8>, done: Completion) {
     let written = reply.len().min(chain.reply.len() as usize);
     if let Err(status) = chain.reply.write(0, &reply[..written]) {

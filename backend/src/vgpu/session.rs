@@ -115,9 +115,7 @@ impl ExecSessions {
         total.clear();
         total.resize(vgpu_protocol::ObjectKind::ALL.len(), 0);
         for session in &self.sessions {
-            for (t, n) in total.iter_mut().zip(session.object_counts()) {
-                *t += n;
-            }
+            session.add_object_counts(total);
         }
     }
 

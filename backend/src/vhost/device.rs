@@ -127,10 +127,12 @@ impl VgpuDevice {
                 match resolve(start, mem.clone()) {
                     Ok(resolved) => {
                         let resolved_at = started.map(|t| (t, t.elapsed()));
-                        let vring = vring.clone();
+                        let (vring, atomic) = (vring.clone(), atomic.clone());
                         self.inner.vgpu.accept(
                             resolved,
-                            Box::new(move |head, used| return_chain(&vring, head, used)),
+                            Box::new(move |head, used| {
+                                return_chain(&vring, &atomic.memory(), head, used)
+                            }),
                             ticket,
                         );
                         if let Some((t, resolving)) = resolved_at {
@@ -143,7 +145,7 @@ impl VgpuDevice {
                             self.inner.vgpu.warnings,
                             "dropping descriptor chain {head}: {e}"
                         );
-                        return_chain(vring, head, 0);
+                        return_chain(vring, &mem, head, 0);
                         drop(ticket);
                     }
                 }
@@ -228,19 +230,27 @@ impl VgpuDevice {
     }
 }
 
-/// Puts a chain on the used ring and notifies the driver.
-fn return_chain(vring: &VringRwLock<GuestMemoryAtomic<GuestRam>>, head: u16, used: u32) {
-    // One hold of the write lock for both steps, as `add_used` and
-    // `needs_notification` on the vring would take it twice.
+/// Puts a chain on the used ring (in `mem`, the vring's memory now) and
+/// notifies the driver.
+fn return_chain(
+    vring: &VringRwLock<GuestMemoryAtomic<GuestRam>>,
+    mem: &GuestRam,
+    head: u16,
+    used: u32,
+) {
+    // One hold of the write lock for both steps; with EVENT_IDX the driver
+    // says when it wants an interrupt.
     let notify = {
         let mut state = vring.get_mut();
-        if let Err(e) = state.add_used(head, used) {
-            // Only a head the driver forged can fail here (it is out of range).
-            log::debug!("cannot return descriptor chain {head}: {e}");
-            return;
+        match crate::vhost::used_ring::add_used(state.get_queue_mut(), mem, head, used) {
+            Ok(notify) => notify,
+            Err(e) => {
+                // Only a head the driver forged, or a ring it moved out of
+                // its memory, fails here.
+                log::debug!("cannot return descriptor chain {head}: {e}");
+                return;
+            }
         }
-        // With EVENT_IDX the driver says when it wants an interrupt.
-        state.needs_notification().unwrap_or(true)
     };
     if notify {
         if let Err(e) = vring.signal_used_queue() {

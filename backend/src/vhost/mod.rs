@@ -5,3 +5,4 @@
 mod avail_index;
 pub mod device;
 pub mod device_state;
+mod used_ring;

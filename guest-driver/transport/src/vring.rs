@@ -262,7 +262,7 @@ impl SplitRing {
         let slot = usize::from(self.avail_idx % self.layout.size);
         let entry = self.layout.avail + 4 + 2 * slot;
         // SAFETY: `entry` is inside the available ring of this layout.
-        unsafe { self.write_u16(entry, head) };
+        unsafe { self.update_u16(entry, head) };
         self.avail_idx = self.avail_idx.wrapping_add(1);
         // The entry must be visible before the index that covers it.
         fence(Ordering::Release);
@@ -422,15 +422,38 @@ impl SplitRing {
         Ok(())
     }
 
+    /// Writes a descriptor's fields that differ from what the table holds.
+    /// Synchronous calls reuse the same descriptors, mostly with the same
+    /// contents; a store, even of the same value, takes the cache line
+    /// from the device's core, which then waits for it on its next read.
     fn store_descriptor(&mut self, index: u16, desc: Descriptor) {
         debug_assert!(index < self.layout.size);
         let at = self.layout.desc + DESCRIPTOR_LEN * usize::from(index);
-        // SAFETY: callers check `index < size`, so the 16 bytes are in the table.
+        // SAFETY: callers check `index < size`, so the 16 bytes are in the
+        // table, each field aligned (the table is 16-aligned).
         unsafe {
-            self.write_u64(at, desc.addr);
-            self.write_u32(at + 8, desc.len);
-            self.write_u16(at + 12, desc.flags);
-            self.write_u16(at + 14, desc.next);
+            if self.read_u64(at) != desc.addr {
+                self.write_u64(at, desc.addr);
+            }
+            if self.read_u32(at + 8) != desc.len {
+                self.write_u32(at + 8, desc.len);
+            }
+            self.update_u16(at + 12, desc.flags);
+            self.update_u16(at + 14, desc.next);
+        }
+    }
+
+    /// `write_u16` unless the field already holds `value` (see
+    /// `store_descriptor`).
+    ///
+    /// # Safety
+    /// As for `write_u16`.
+    unsafe fn update_u16(&self, at: usize, value: u16) {
+        // SAFETY: per this function's contract.
+        unsafe {
+            if self.read_u16(at) != value {
+                self.write_u16(at, value);
+            }
         }
     }
 

@@ -314,15 +314,13 @@ impl ExecSession for CudaSession {
         self.launches.finish_batch()
     }
 
-    fn object_counts(&self) -> Vec<u64> {
-        let mut counts = vec![0u64; ObjectKind::ALL.len()];
-        counts[ObjectKind::Context.index()] = self.contexts.len() as u64;
-        counts[ObjectKind::Queue.index()] = self.streams.len() as u64;
-        counts[ObjectKind::Mem.index()] = self.allocations.len() as u64;
-        counts[ObjectKind::Program.index()] = self.modules.len() as u64;
-        counts[ObjectKind::Kernel.index()] = self.functions.len() as u64;
-        counts[ObjectKind::Event.index()] = self.events.len() as u64;
-        counts
+    fn add_object_counts(&self, total: &mut [u64]) {
+        total[ObjectKind::Context.index()] += self.contexts.len() as u64;
+        total[ObjectKind::Queue.index()] += self.streams.len() as u64;
+        total[ObjectKind::Mem.index()] += self.allocations.len() as u64;
+        total[ObjectKind::Program.index()] += self.modules.len() as u64;
+        total[ObjectKind::Kernel.index()] += self.functions.len() as u64;
+        total[ObjectKind::Event.index()] += self.events.len() as u64;
     }
 
     fn aborter(&self) -> Box<dyn Fn() + Send + Sync> {

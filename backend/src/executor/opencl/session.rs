@@ -260,17 +260,15 @@ impl ExecSession for OpenClSession {
         self.launches.finish_batch()
     }
 
-    fn object_counts(&self) -> Vec<u64> {
-        let mut counts = vec![0u64; ObjectKind::ALL.len()];
-        counts[ObjectKind::Context.index()] = self.contexts.len() as u64;
-        counts[ObjectKind::Queue.index()] = self.queues.len() as u64;
-        counts[ObjectKind::Mem.index()] = self.mems.len() as u64;
-        counts[ObjectKind::Program.index()] = self.programs.len() as u64;
-        counts[ObjectKind::Kernel.index()] = self.kernels.len() as u64;
-        counts[ObjectKind::Event.index()] = self.events.len() as u64;
-        counts[ObjectKind::Sampler.index()] = self.samplers.len() as u64;
-        counts[ObjectKind::Device.index()] = self.sub_devices.len() as u64;
-        counts
+    fn add_object_counts(&self, total: &mut [u64]) {
+        total[ObjectKind::Context.index()] += self.contexts.len() as u64;
+        total[ObjectKind::Queue.index()] += self.queues.len() as u64;
+        total[ObjectKind::Mem.index()] += self.mems.len() as u64;
+        total[ObjectKind::Program.index()] += self.programs.len() as u64;
+        total[ObjectKind::Kernel.index()] += self.kernels.len() as u64;
+        total[ObjectKind::Event.index()] += self.events.len() as u64;
+        total[ObjectKind::Sampler.index()] += self.samplers.len() as u64;
+        total[ObjectKind::Device.index()] += self.sub_devices.len() as u64;
     }
 
     fn set_profile(&mut self, profile: Arc<vgpu_migration::Profile>) {
