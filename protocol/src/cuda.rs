@@ -324,6 +324,10 @@ replies! {
     /// Reply to queries that answer one 64-bit value (`cuCtxGetLimit`,
     /// available dynamic shared memory).
     CuValueReply { value: u64 }
+    /// Reply to `CuMemcpyDtoHSignalled` and `CuMemcpyHtoDSignalled`:
+    /// `landed` 1 when the copy is complete already, 0 when the signal
+    /// will say so.
+    CuSignalledCopyReply { landed: u32 }
     /// Reply to `CuModuleFunctionNames`: each name followed by a NUL.
     CuNamesReply { names: Vec<u8> }
 }

@@ -260,6 +260,17 @@ requests! {
     CuHostRegister = 0x2028 { block: u64, data: DataRef }
     /// Undoes `CuHostRegister` of `block` once the work using it finished.
     CuHostUnregister = 0x2029 { block: u64 }
+    /// A synchronous copy between the device and page-locked guest memory
+    /// (`data`, named in place: in-data for `DtoH`, out-data for `HtoD`)
+    /// that answers before the copy ends: where all of `data` is registered
+    /// with the host driver (`CuHostRegister`) and the driver can signal,
+    /// the copy runs on `stream` (0: the NULL stream) and then the device
+    /// writes `value` (little-endian `u32`) at byte `signal_offset` of
+    /// registered block `signal_block`, which the guest watches. Otherwise
+    /// the copy is done when the reply comes. Reply: `CuSignalledCopyReply`.
+    CuMemcpyDtoHSignalled = 0x202a { ctx: u64, stream: u64, src: u64, data: DataRef, signal_block: u64, signal_offset: u64, value: u32 }
+    /// The host-to-device form of `CuMemcpyDtoHSignalled`.
+    CuMemcpyHtoDSignalled = 0x202b { ctx: u64, stream: u64, dst: u64, data: DataRef, signal_block: u64, signal_offset: u64, value: u32 }
     /// `cuMemsetD8/D16/D32`: `count` elements of `elem_size` (1, 2 or 4) bytes.
     CuMemset = 0x2025 { ctx: u64, stream: u64, dst: u64, value: u32, elem_size: u32, count: u64 }
     /// PTX, cubin or fat binary, kept for snapshots.

@@ -84,6 +84,8 @@ const CUDA_OPCODES: &[u32] = &[
     opcode::CuMemcpyDtoH,
     opcode::CuMemcpyDtoD,
     opcode::CuMemcpyDtoHStart,
+    opcode::CuMemcpyDtoHSignalled,
+    opcode::CuMemcpyHtoDSignalled,
     opcode::CuMemcpyCollect,
     opcode::CuHostRegister,
     opcode::CuHostUnregister,

@@ -66,6 +66,8 @@ pub struct Runtime {
     any_mapped: AtomicBool,
     /// Attributes and occupancy of functions, asked once each.
     pub function_answers: Mutex<FunctionAnswers>,
+    /// The page synchronous copies' signals land in (`api/signal.rs`).
+    pub signals: OnceLock<Option<crate::api::signal::Signals>>,
 }
 
 static RUNTIME: OnceLock<Result<Runtime, i32>> = OnceLock::new();
@@ -100,6 +102,7 @@ fn connect() -> Result<Runtime, i32> {
         mapped: Mutex::new(MappedRegions::default()),
         any_mapped: AtomicBool::new(false),
         function_answers: Mutex::new(FunctionAnswers::default()),
+        signals: OnceLock::new(),
     })
 }
 

@@ -25,7 +25,7 @@ const MAX_GROWN_BYTES: usize = 4 << 20;
 /// Reply room reserved for the payload of a synchronous call.
 pub const DEFAULT_REPLY_ROOM: usize = 256 << 10;
 /// Deferred out-data larger than this is sent at once instead of copied.
-const MAX_STAGED_DATA: usize = 64 << 10;
+pub const MAX_STAGED_DATA: usize = 64 << 10;
 
 /// Why a session could not be opened.
 #[derive(Debug, thiserror::Error)]

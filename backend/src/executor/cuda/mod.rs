@@ -24,6 +24,7 @@ mod probe;
 mod readback;
 mod session;
 mod shadow;
+mod signalled;
 mod snapshot;
 mod sync;
 mod transfer;

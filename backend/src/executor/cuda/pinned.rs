@@ -119,6 +119,17 @@ impl PinnedGuestMemory {
         Ok(())
     }
 
+    /// The host address of the aligned 4-byte word at `offset` in the
+    /// first range of block `block`, if the word lies there.
+    pub fn word_in_block(&self, block: u64, offset: u64) -> Option<usize> {
+        let (starts, _) = self.blocks.get(&block)?;
+        let start = *starts.first()?;
+        let len = *self.ranges.get(&start)?;
+        let offset = usize::try_from(offset).ok()?;
+        let at = start.checked_add(offset)?;
+        (at % 4 == 0 && offset.checked_add(4)? <= len).then_some(at)
+    }
+
     fn unregister_range(start: usize) {
         // SAFETY: `start` was registered by `register` and not since
         // unregistered.

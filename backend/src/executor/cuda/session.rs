@@ -270,6 +270,8 @@ impl ExecSession for CudaSession {
             Request::CuMemFree(m) => done(self.free(m.ptr)),
             Request::CuMemcpyHtoD(m) => done(self.copy_to_device(m, io)),
             Request::CuMemcpyDtoH(m) => done(self.copy_from_device(m, io)),
+            Request::CuMemcpyDtoHSignalled(m) => self.copy_from_device_signalled(m, io),
+            Request::CuMemcpyHtoDSignalled(m) => self.copy_to_device_signalled(m, io),
             Request::CuMemcpyDtoHStart(m) => done(self.start_readback(m)),
             Request::CuMemcpyCollect(m) => done(self.collect_readback(m, io)),
             Request::CuHostRegister(m) => done(self.register_host(m, io)),

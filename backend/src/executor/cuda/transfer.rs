@@ -87,8 +87,20 @@ impl CudaSession {
     }
 
     pub(super) fn copy_to_device(&mut self, m: &CuMemcpyHtoD, io: &GuestIo) -> Result<(), Status> {
+        self.copy_to_device_in(m, io, false).map(drop)
+    }
+
+    /// `copy_to_device`; with `null_in_stream_time`, a copy from registered
+    /// memory on the NULL stream runs in the stream's time too. Whether
+    /// the copy may still be running when this returns.
+    pub(super) fn copy_to_device_in(
+        &mut self,
+        m: &CuMemcpyHtoD,
+        io: &GuestIo,
+        null_in_stream_time: bool,
+    ) -> Result<bool, Status> {
         if m.data.len == 0 {
-            return Ok(());
+            return Ok(false);
         }
         self.check_range(m.dst, m.data.len)?;
         let stream = self.stream(m.ctx, m.stream)?;
@@ -98,23 +110,27 @@ impl CudaSession {
         if has_peer(&pieces) {
             let peer = io.peer_memory()?;
             let staging = self.peer_staging_for(m.ctx, m.stream)?;
-            return staged::to_device(&mut staging.moves(at, stream), &pieces, Some(peer));
+            return staged::to_device(&mut staging.moves(at, stream), &pieces, Some(peer))
+                .map(|()| false);
         }
-        for piece in local(pieces) {
+        let pieces = local(pieces);
+        let in_stream_time = m.stream != 0 || (null_in_stream_time && self.pinned.covers(&pieces));
+        for piece in &pieces {
             let src = piece.ptr as *const c_void;
             // SAFETY: `piece` is live guest memory of `piece.len` bytes for
             // the chain's lifetime, and a pageable source is staged before
-            // the call returns; the device range was checked above.
+            // the call returns (registered memory stays until unregistered,
+            // after a synchronization); the device range was checked above.
             check(unsafe {
-                if m.stream == 0 {
-                    sys::cuMemcpyHtoD_v2(at, src, piece.len)
-                } else {
+                if in_stream_time {
                     sys::cuMemcpyHtoDAsync_v2(at, src, piece.len, stream)
+                } else {
+                    sys::cuMemcpyHtoD_v2(at, src, piece.len)
                 }
             })?;
             at += piece.len as u64;
         }
-        Ok(())
+        Ok(in_stream_time && self.pinned.covers(&pieces))
     }
 
     pub(super) fn copy_from_device(
@@ -122,8 +138,20 @@ impl CudaSession {
         m: &CuMemcpyDtoH,
         io: &mut GuestIo,
     ) -> Result<(), Status> {
+        self.copy_from_device_in(m, io, false).map(drop)
+    }
+
+    /// `copy_from_device`; with `null_in_stream_time`, a copy into
+    /// registered memory on the NULL stream runs in the stream's time too.
+    /// Whether the copy may still be running when this returns.
+    pub(super) fn copy_from_device_in(
+        &mut self,
+        m: &CuMemcpyDtoH,
+        io: &mut GuestIo,
+        null_in_stream_time: bool,
+    ) -> Result<bool, Status> {
         if m.data.len == 0 {
-            return Ok(());
+            return Ok(false);
         }
         self.check_range(m.src, m.data.len)?;
         let stream = self.stream(m.ctx, m.stream)?;
@@ -132,9 +160,12 @@ impl CudaSession {
         if has_peer(&pieces) {
             let peer = *io.peer_memory()?;
             let staging = self.peer_staging_for(m.ctx, m.stream)?;
-            return staged::to_host(&mut staging.moves(at, stream), &pieces, Some(&peer));
+            return staged::to_host(&mut staging.moves(at, stream), &pieces, Some(&peer))
+                .map(|()| false);
         }
         let pieces = local(pieces);
+        let pinned = self.pinned.covers(&pieces);
+        let in_stream_time = m.stream != 0 || (null_in_stream_time && pinned);
         for piece in &pieces {
             let dst = piece.ptr as *mut c_void;
             // SAFETY: `piece` is writable guest memory of `piece.len` bytes;
@@ -143,19 +174,19 @@ impl CudaSession {
             // (pages held until unregistered, after a synchronization); the
             // device range was checked above.
             check(unsafe {
-                if m.stream == 0 {
-                    sys::cuMemcpyDtoH_v2(dst, at, piece.len)
-                } else {
+                if in_stream_time {
                     sys::cuMemcpyDtoHAsync_v2(dst, at, piece.len, stream)
+                } else {
+                    sys::cuMemcpyDtoH_v2(dst, at, piece.len)
                 }
             })?;
             at += piece.len as u64;
         }
-        if m.stream != 0 && !self.pinned.covers(&pieces) {
+        if in_stream_time && !pinned {
             // SAFETY: `stream` is a live stream of the current context.
             check(unsafe { sys::cuStreamSynchronize(stream) })?;
         }
-        Ok(())
+        Ok(in_stream_time && pinned)
     }
 
     /// The staging for peer copies on `stream` (0: `ctx`'s NULL stream),

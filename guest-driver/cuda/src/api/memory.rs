@@ -12,10 +12,12 @@ use std::ffi::{c_uint, c_void};
 
 use vgpu_protocol::cuda::{CuMemInfoReply, CuRangeReply};
 use vgpu_protocol::messages::{
-    CuMemAlloc, CuMemFree, CuMemGetInfo, CuMemcpyDtoD, CuMemcpyDtoH, CuMemcpyHtoD, CuMemset,
+    CuMemAlloc, CuMemFree, CuMemGetInfo, CuMemcpyDtoD, CuMemcpyDtoH, CuMemcpyDtoHSignalled,
+    CuMemcpyHtoD, CuMemcpyHtoDSignalled, CuMemset,
 };
 use vgpu_protocol::Request;
 
+use super::signal::{Signals, MAX_SIGNALLED_COPY};
 use crate::ffi::{
     bytes, bytes_mut, entry, handle, put, put_opt, result, CUdeviceptr, CuResult, Handle,
 };
@@ -23,12 +25,26 @@ use crate::runtime::{cuda_status, decode, lock, require_context, rt, stream_hand
 
 const PAGE: usize = 4096;
 
-pub(crate) fn copy_to_device(dst: u64, src: *const c_void, n: usize, stream: u64) -> CuResult<()> {
+/// A copy to the device; `synchronous` for the entry points without a
+/// stream, which return once page-locked source memory was read.
+pub(crate) fn copy_to_device(
+    dst: u64,
+    src: *const c_void,
+    n: usize,
+    stream: u64,
+    synchronous: bool,
+) -> CuResult<()> {
     let rt = rt()?;
     let ctx = require_context()?;
     let data = bytes(src, n)?;
     if n == 0 {
         return Ok(());
+    }
+    let signalled = n > vgpu_transport::client::MAX_STAGED_DATA && n <= MAX_SIGNALLED_COPY;
+    if synchronous && signalled && rt.in_heap(src as usize, n) {
+        if let Some(signals) = super::signal::signals(rt) {
+            return copy_to_device_signalled(rt, signals, ctx, dst, data);
+        }
     }
     rt.on_stream(ctx, stream, |_, _| {
         crate::trace::batched("CuMemcpyHtoD (or a round trip if large)");
@@ -70,6 +86,11 @@ pub(crate) fn copy_to_host(
         })
     };
     let in_heap = rt.in_heap(dst as usize, n);
+    if !asynchronous && in_heap && n <= MAX_SIGNALLED_COPY {
+        if let Some(signals) = super::signal::signals(rt) {
+            return copy_to_host_signalled(rt, signals, ctx, buf, src, stream);
+        }
+    }
     if asynchronous && stream != 0 && in_heap {
         // Registered with the backend's driver: it copies in place, in the
         // stream's time, and answers at once.
@@ -97,6 +118,73 @@ pub(crate) fn copy_to_host(
     )?;
     crate::trace::round_trip("CuMemcpyDtoH", || rt.client.call_with_in(buf, request))
         .map_err(cuda_status)?;
+    rt.deferred()?;
+    super::readback::reached(rt, &horizon)?;
+    rt.mapped_to_host()
+}
+
+/// A synchronous copy from page-locked heap memory, watched for its
+/// signal (`signal.rs`); the NULL stream's earlier work goes first, as
+/// the copy is on it.
+fn copy_to_device_signalled(
+    rt: &Runtime,
+    signals: &Signals,
+    ctx: u64,
+    dst: u64,
+    data: &[u8],
+) -> CuResult<()> {
+    let signal = signals.take();
+    let reply = rt.on_stream(ctx, 0, |_, _| {
+        crate::trace::round_trip("CuMemcpyHtoDSignalled", || {
+            rt.client.call_with_out(data, |data, start| {
+                Request::CuMemcpyHtoDSignalled(CuMemcpyHtoDSignalled {
+                    ctx,
+                    stream: 0,
+                    dst: dst + start,
+                    data,
+                    signal_block: signal.block,
+                    signal_offset: signal.offset,
+                    value: signal.value,
+                })
+            })
+        })
+        .map_err(cuda_status)
+    })?;
+    super::signal::wait(rt, signals, signal, &reply, ctx, 0)?;
+    rt.deferred()
+}
+
+/// A synchronous copy into page-locked heap memory, watched for its
+/// signal (`signal.rs`).
+fn copy_to_host_signalled(
+    rt: &Runtime,
+    signals: &Signals,
+    ctx: u64,
+    buf: &mut [u8],
+    src: u64,
+    stream: u64,
+) -> CuResult<()> {
+    let horizon = rt.on_stream(
+        ctx,
+        stream,
+        |order, _| Ok(order.stream_horizon(ctx, stream)),
+    )?;
+    let signal = signals.take();
+    let reply = crate::trace::round_trip("CuMemcpyDtoHSignalled", || {
+        rt.client.call_with_in(buf, |data, start| {
+            Request::CuMemcpyDtoHSignalled(CuMemcpyDtoHSignalled {
+                ctx,
+                stream,
+                src: src + start,
+                data,
+                signal_block: signal.block,
+                signal_offset: signal.offset,
+                value: signal.value,
+            })
+        })
+    })
+    .map_err(cuda_status)?;
+    super::signal::wait(rt, signals, signal, &reply, ctx, stream)?;
     rt.deferred()?;
     super::readback::reached(rt, &horizon)?;
     rt.mapped_to_host()
@@ -136,7 +224,9 @@ fn copy_any(dst: u64, src: u64, n: usize, stream: u64, asynchronous: bool) -> Cu
     let rt = rt()?;
     match (rt.is_device(dst, n as u64), rt.is_device(src, n as u64)) {
         (true, true) => copy_on_device(dst, src, n, stream),
-        (true, false) => copy_to_device(dst, src as usize as *const c_void, n, stream),
+        (true, false) => {
+            copy_to_device(dst, src as usize as *const c_void, n, stream, !asynchronous)
+        }
         (false, true) => copy_to_host(dst as usize as *mut c_void, src, n, stream, asynchronous),
         (false, false) => {
             let from = bytes(src as usize as *const c_void, n)?.to_vec();
@@ -218,13 +308,13 @@ entry! {
 
 entry! {
     fn cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, n: usize) | cuMemcpyHtoD_v2_ptds {
-        copy_to_device(dst, src, n, 0)
+        copy_to_device(dst, src, n, 0, true)
     }
 }
 
 entry! {
     fn cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, n: usize, stream: Handle) | cuMemcpyHtoDAsync_v2_ptsz {
-        copy_to_device(dst, src, n, stream_handle(handle(stream)))
+        copy_to_device(dst, src, n, stream_handle(handle(stream)), false)
     }
 }
 

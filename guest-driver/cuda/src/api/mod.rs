@@ -17,5 +17,6 @@ pub mod pinned;
 pub mod pointer;
 pub mod procaddr;
 pub mod readback;
+pub mod signal;
 pub mod stream;
 pub mod unsupported;
