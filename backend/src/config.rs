@@ -170,7 +170,9 @@ pub struct Args {
     /// guest's next request after the last one before it sleeps until the
     /// guest kicks (adaptive polling: a busy guest then needs no kick and
     /// no wake-up per call; at most one polling thread per VM, and none
-    /// while a call runs on a session thread). 0: always sleep.
+    /// while a call runs on a session thread). After a signalled CUDA copy
+    /// the budget counts from when its signal lands (up to 10 ms later),
+    /// as the guest waits for that first. 0: always sleep.
     #[arg(long, value_name = "MICROSECONDS", default_value_t = 50,
           value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub poll_us: u64,

@@ -39,6 +39,18 @@ pub fn host_address(mem: &GuestRam, addr: u64, len: usize) -> Option<*mut u8> {
     Some(MmapRegion::as_ptr(region).wrapping_add(offset))
 }
 
+/// Whether the host range `[host, host + len)` lies in one region of
+/// `mem`'s mapping (an address kept from an earlier chain may not, after
+/// a new memory table).
+pub fn maps_host_range(mem: &GuestRam, host: usize, len: usize) -> bool {
+    mem.iter().any(|region| {
+        let start = MmapRegion::as_ptr(region) as usize;
+        let region_len = region.len() as usize;
+        host.checked_sub(start)
+            .is_some_and(|offset| offset.checked_add(len).is_some_and(|end| end <= region_len))
+    })
+}
+
 /// Marks the pages of `[addr, addr + len)` dirty in the front-end's log,
 /// exactly as a write through `vm_memory` would (nothing while the
 /// front-end does not log). A range outside one region is left as a

@@ -1,6 +1,7 @@
 //! `vgpu-backend`: a vhost-user back-end that runs a VM's OpenCL calls on
 //! this host's device, each VM's objects under the guest's own handles.
 
+pub mod awaited_signal;
 pub mod chain;
 pub mod channel;
 pub mod config;

@@ -32,6 +32,16 @@ impl LookPacer {
         }
     }
 
+    /// Waits a little before the next look, as `pause` does, without
+    /// counting against the budget: for looks something else bounds.
+    pub fn look_again(&self) {
+        if self.yielding {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+
     /// Waits a little before the next look; `false` once the budget is
     /// spent (then the caller sleeps instead).
     pub fn pause(&mut self) -> bool {

@@ -181,6 +181,9 @@ impl VgpuDevice {
             return false;
         }
         let mut pacer = vgpu_protocol::pacing::LookPacer::new(self.inner.poll);
+        // A guest waiting for a device signal sends its next request once
+        // the signal lands: the budget counts from then.
+        let mut awaited = crate::awaited_signal::AwaitedSignal::take();
         loop {
             if self.inner.vgpu.has_queued_jobs() {
                 return false;
@@ -193,6 +196,14 @@ impl VgpuDevice {
                 Err(_) => return false,
             }
             drop(state);
+            if let Some(signal) = &awaited {
+                if signal.pending() {
+                    pacer.look_again();
+                    continue;
+                }
+                awaited = None;
+                pacer = vgpu_protocol::pacing::LookPacer::new(self.inner.poll);
+            }
             // Paced to the host: where the guest's thread has to share this
             // core (a small host), it runs at once instead of after the
             // whole budget.

@@ -22,7 +22,9 @@ use vgpu_protocol::{Status, Wire};
 
 use super::driver::check;
 use super::session::CudaSession;
+use crate::awaited_signal::AwaitedSignal;
 use crate::chain::GuestIo;
+use crate::guest_ranges::maps_host_range;
 
 /// Whether the driver has the two entry points signals need (looked up
 /// once: cudarc panics on a missing symbol, so neither is called without).
@@ -49,6 +51,7 @@ impl CudaSession {
         io: &mut GuestIo,
     ) -> Result<Vec<u8>, Status> {
         let signal = self.signal_target(m.signal_block, m.signal_offset);
+        let mem = io.mem.clone();
         let copy = CuMemcpyDtoH {
             ctx: m.ctx,
             stream: m.stream,
@@ -56,7 +59,7 @@ impl CudaSession {
             data: m.data,
         };
         let running = self.copy_from_device_in(&copy, io, signal.is_some())?;
-        self.signal_or_wait(m.ctx, m.stream, running, signal, m.value)
+        self.signal_or_wait(m.ctx, m.stream, running, signal, m.value, mem)
     }
 
     pub(super) fn copy_to_device_signalled(
@@ -72,12 +75,12 @@ impl CudaSession {
             data: m.data,
         };
         let running = self.copy_to_device_in(&copy, io, signal.is_some())?;
-        self.signal_or_wait(m.ctx, m.stream, running, signal, m.value)
+        self.signal_or_wait(m.ctx, m.stream, running, signal, m.value, io.mem.clone())
     }
 
-    /// The device address of the guest's signal word, where the device can
-    /// write it: in registered memory, with a driver that can.
-    fn signal_target(&self, block: u64, offset: u64) -> Option<sys::CUdeviceptr> {
+    /// The host and device addresses of the guest's signal word, where the
+    /// device can write it: in registered memory, with a driver that can.
+    fn signal_target(&self, block: u64, offset: u64) -> Option<(usize, sys::CUdeviceptr)> {
         if !driver_can_signal() {
             return None;
         }
@@ -87,7 +90,7 @@ impl CudaSession {
         // registered with the driver (a driver that does not map it says so).
         let code =
             unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host as *mut c_void, 0) };
-        check(code).ok().map(|()| device)
+        check(code).ok().map(|()| (host, device))
     }
 
     /// Queues the signal after a copy still running, or waits for the copy
@@ -97,8 +100,9 @@ impl CudaSession {
         ctx: u64,
         stream: u64,
         running: bool,
-        signal: Option<sys::CUdeviceptr>,
+        signal: Option<(usize, sys::CUdeviceptr)>,
         value: u32,
+        mem: Option<std::sync::Arc<crate::chain::GuestRam>>,
     ) -> Result<Vec<u8>, Status> {
         let landed = |landed: bool| {
             Ok(CuSignalledCopyReply {
@@ -110,13 +114,18 @@ impl CudaSession {
             return landed(true);
         }
         let raw = self.stream(ctx, stream)?;
-        if let Some(address) = signal {
+        if let Some((host, device)) = signal {
             // SAFETY: `raw` is a live stream of the current context (or the
-            // NULL stream); `address` is the device view of a registered
+            // NULL stream); `device` is the device view of a registered
             // guest word (`signal_target`). Flags 0: the write waits for
             // the stream's earlier work and fences its memory writes.
-            let code = unsafe { sys::cuStreamWriteValue32_v2(raw, address, value, 0) };
+            let code = unsafe { sys::cuStreamWriteValue32_v2(raw, device, value, 0) };
             if check(code).is_ok() {
+                if let Some(mem) = mem.filter(|mem| maps_host_range(mem, host, 4)) {
+                    // SAFETY: `host` is 4-aligned (`word_in_block`) and its
+                    // 4 bytes lie in a region of `mem` (checked above).
+                    unsafe { AwaitedSignal::note(mem, host, value) };
+                }
                 return landed(false);
             }
         }

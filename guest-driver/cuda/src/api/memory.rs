@@ -17,7 +17,7 @@ use vgpu_protocol::messages::{
 };
 use vgpu_protocol::Request;
 
-use super::signal::{Signals, MAX_SIGNALLED_COPY};
+use super::signal::Signals;
 use crate::ffi::{
     bytes, bytes_mut, entry, handle, put, put_opt, result, CUdeviceptr, CuResult, Handle,
 };
@@ -40,7 +40,8 @@ pub(crate) fn copy_to_device(
     if n == 0 {
         return Ok(());
     }
-    let signalled = n > vgpu_transport::client::MAX_STAGED_DATA && n <= MAX_SIGNALLED_COPY;
+    // Small copies are batched (their bytes travel with the batch).
+    let signalled = n > vgpu_transport::client::MAX_STAGED_DATA;
     if synchronous && signalled && rt.in_heap(src as usize, n) {
         if let Some(signals) = super::signal::signals(rt) {
             return copy_to_device_signalled(rt, signals, ctx, dst, data);
@@ -86,7 +87,7 @@ pub(crate) fn copy_to_host(
         })
     };
     let in_heap = rt.in_heap(dst as usize, n);
-    if !asynchronous && in_heap && n <= MAX_SIGNALLED_COPY {
+    if !asynchronous && in_heap {
         if let Some(signals) = super::signal::signals(rt) {
             return copy_to_host_signalled(rt, signals, ctx, buf, src, stream);
         }

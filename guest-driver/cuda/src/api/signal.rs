@@ -22,11 +22,6 @@ use crate::runtime::Runtime;
 
 /// Signal words in the page: one per copy waited for at once.
 const WORDS: u32 = 1024;
-/// The largest copy sent this way. On the H100 a 1 MiB copy gained 1.5-2
-/// us (0.85x -> 0.9x native), but 4 MiB copies sent this way ran at
-/// 0.72-0.86x native, against 0.93-0.98x as the backend's synchronous
-/// copies.
-pub const MAX_SIGNALLED_COPY: usize = 1 << 20;
 /// How long a copy looks for its signal before it asks the backend.
 const LOOK_BUDGET: Duration = Duration::from_millis(2);
 
