@@ -13,6 +13,8 @@
 # and "N passed, N failed"; "skipped: no CUDA device" without a GPU.
 # CKPT_PROGRAM=checkpoint_streams CKPT_KINDS=ptx runs the program that keeps
 # two streams busy while the checkpoint is taken instead;
+# CKPT_PROGRAM=checkpoint_pinned runs synchronous copies through page-locked
+# memory (signalled copies) of 100 KiB to 16 MiB around a kernel instead;
 # CKPT_PROGRAM=torch_ckpt.py runs the PyTorch training loop of
 # runtime/torch_ckpt.py (one pass, no image kinds).
 # CKPT_DEVICE (default cuda:0) is the first backend's device and
