@@ -44,7 +44,9 @@ pub(crate) fn copy_to_device(
     let signalled = n > vgpu_transport::client::MAX_STAGED_DATA;
     if synchronous && signalled && rt.in_heap(src as usize, n) {
         if let Some(signals) = super::signal::signals(rt) {
-            return copy_to_device_signalled(rt, signals, ctx, dst, data);
+            if copy_to_device_signalled(rt, signals, ctx, dst, data)? {
+                return Ok(());
+            }
         }
     }
     rt.on_stream(ctx, stream, |_, _| {
@@ -89,7 +91,9 @@ pub(crate) fn copy_to_host(
     let in_heap = rt.in_heap(dst as usize, n);
     if !asynchronous && in_heap {
         if let Some(signals) = super::signal::signals(rt) {
-            return copy_to_host_signalled(rt, signals, ctx, buf, src, stream);
+            if copy_to_host_signalled(rt, signals, ctx, &mut *buf, src, stream)? {
+                return Ok(());
+            }
         }
     }
     if asynchronous && stream != 0 && in_heap {
@@ -126,14 +130,15 @@ pub(crate) fn copy_to_host(
 
 /// A synchronous copy from page-locked heap memory, watched for its
 /// signal (`signal.rs`); the NULL stream's earlier work goes first, as
-/// the copy is on it.
+/// the copy is on it. `false`: the backend does not know the message (an
+/// older one), nothing was copied.
 fn copy_to_device_signalled(
     rt: &Runtime,
     signals: &Signals,
     ctx: u64,
     dst: u64,
     data: &[u8],
-) -> CuResult<()> {
+) -> CuResult<bool> {
     let signal = signals.take();
     let reply = rt.on_stream(ctx, 0, |_, _| {
         crate::trace::round_trip("CuMemcpyHtoDSignalled", || {
@@ -150,13 +155,16 @@ fn copy_to_device_signalled(
             })
         })
         .map_err(cuda_status)
-    })?;
+    });
+    let Some(reply) = signals.known(reply)? else {
+        return Ok(false);
+    };
     super::signal::wait(rt, signals, signal, &reply, ctx, 0)?;
-    rt.deferred()
+    rt.deferred().map(|()| true)
 }
 
 /// A synchronous copy into page-locked heap memory, watched for its
-/// signal (`signal.rs`).
+/// signal (`signal.rs`); `false` as for `copy_to_device_signalled`.
 fn copy_to_host_signalled(
     rt: &Runtime,
     signals: &Signals,
@@ -164,7 +172,7 @@ fn copy_to_host_signalled(
     buf: &mut [u8],
     src: u64,
     stream: u64,
-) -> CuResult<()> {
+) -> CuResult<bool> {
     let horizon = rt.on_stream(
         ctx,
         stream,
@@ -184,11 +192,14 @@ fn copy_to_host_signalled(
             })
         })
     })
-    .map_err(cuda_status)?;
+    .map_err(cuda_status);
+    let Some(reply) = signals.known(reply)? else {
+        return Ok(false);
+    };
     super::signal::wait(rt, signals, signal, &reply, ctx, stream)?;
     rt.deferred()?;
     super::readback::reached(rt, &horizon)?;
-    rt.mapped_to_host()
+    rt.mapped_to_host().map(|()| true)
 }
 
 pub(crate) fn copy_on_device(dst: u64, src: u64, n: usize, stream: u64) -> CuResult<()> {

@@ -9,13 +9,13 @@
 //! other work, or a backend that restarted), a stream synchronization
 //! answers instead.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use vgpu_protocol::cuda::CuSignalledCopyReply;
+use vgpu_protocol::cuda::{to_cuda_result, CuSignalledCopyReply};
 use vgpu_protocol::messages::CuStreamSynchronize;
 use vgpu_protocol::pacing::LookPacer;
-use vgpu_protocol::{Request, Wire};
+use vgpu_protocol::{Request, Status, Wire};
 
 use crate::ffi::{result, CuResult};
 use crate::runtime::Runtime;
@@ -31,6 +31,8 @@ pub struct Signals {
     block: u64,
     /// The value the next copy waits for (never 0, the page's first state).
     next: AtomicU32,
+    /// The backend does not know signalled copies (an older one).
+    refused: AtomicBool,
 }
 
 /// One copy's signal: where the backend writes, and what.
@@ -57,6 +59,7 @@ impl Signals {
             words,
             block,
             next: AtomicU32::new(1),
+            refused: AtomicBool::new(false),
         })
     }
 
@@ -71,6 +74,22 @@ impl Signals {
             block: self.block,
             offset: u64::from(slot) * 4,
             value,
+        }
+    }
+
+    /// A signalled copy's result: its reply, or `None` where the backend
+    /// did not know the message, so nothing was copied (an older backend
+    /// answers an unknown opcode with `INVALID_OPERATION`, which arrives
+    /// as `CUDA_ERROR_NOT_SUPPORTED`, a code the copy itself never
+    /// returns); signals are not used again then.
+    pub fn known(&self, reply: CuResult<Vec<u8>>) -> CuResult<Option<Vec<u8>>> {
+        match reply {
+            Err(code) if code == to_cuda_result(Status::INVALID_OPERATION) => {
+                log::info!("the backend does not signal copies; they wait for its answer");
+                self.refused.store(true, Ordering::Relaxed);
+                Ok(None)
+            }
+            other => other.map(Some),
         }
     }
 
@@ -92,7 +111,10 @@ impl Signals {
 /// The process's signal page, made on first use; `None` where there is
 /// none to be had.
 pub fn signals(rt: &Runtime) -> Option<&Signals> {
-    rt.signals.get_or_init(|| Signals::new(rt)).as_ref()
+    rt.signals
+        .get_or_init(|| Signals::new(rt))
+        .as_ref()
+        .filter(|s| !s.refused.load(Ordering::Relaxed))
 }
 
 /// Waits until a signalled copy on `stream` of `ctx` landed, after the
