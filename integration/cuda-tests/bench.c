@@ -24,12 +24,25 @@ int main(int argc, char **argv) {
     CHECK(cuModuleGetFunction(&empty, mod, "empty"));
     CHECK(cuModuleGetFunction(&scale, mod, "scale"));
 
-    /* Round trip: a synchronize with nothing pending. */
+    /* A synchronize with nothing pending: the driver answers it from its
+     * own bookkeeping, and so does vgpu's library once a synchronization
+     * covered all the work put before it. */
     const int calls = 20000;
     CHECK(cuCtxSynchronize());
     double t = now_s();
     for (int i = 0; i < calls; i++) CHECK(cuCtxSynchronize());
-    printf("bench round_trip %.2f us\n", (now_s() - t) / calls * 1e6);
+    printf("bench idle_sync %.2f us\n", (now_s() - t) / calls * 1e6);
+
+    /* A synchronize that waits for work (one empty launch before each):
+     * through vgpu, a round trip to the backend. */
+    CHECK(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+    CHECK(cuCtxSynchronize());
+    t = now_s();
+    for (int i = 0; i < calls / 4; i++) {
+        CHECK(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+        CHECK(cuCtxSynchronize());
+    }
+    printf("bench launch_then_sync %.2f us\n", (now_s() - t) / (calls / 4) * 1e6);
 
     /* Launch rate: many small launches, then one synchronize. */
     const int launches = 200000;

@@ -254,6 +254,11 @@ impl Order {
         Horizon(clock)
     }
 
+    /// Whether everything `horizon` covers is known complete.
+    pub fn horizon_done(&self, horizon: &Horizon) -> bool {
+        self.is_done(&horizon.0)
+    }
+
     fn is_done(&self, clock: &Clock) -> bool {
         clock
             .iter()
@@ -337,6 +342,29 @@ mod tests {
 
     fn landed(order: &mut Order) -> Vec<u64> {
         order.take_landed().iter().map(|c| c.copy).collect()
+    }
+
+    #[test]
+    fn a_context_is_done_only_once_a_synchronization_covered_all_its_work() {
+        let mut order = Order::default();
+        order.create_stream(CTX, 10, NON_BLOCKING, 0);
+        assert!(
+            order.horizon_done(&order.context_horizon(CTX)),
+            "nothing put yet"
+        );
+        order.enqueue(CTX, 10);
+        order.enqueue(CTX, 0);
+        // The stream's synchronization covers its own work only.
+        sync_stream(&mut order, 10);
+        assert!(!order.horizon_done(&order.context_horizon(CTX)));
+        let horizon = order.context_horizon(CTX);
+        order.reached(&horizon);
+        assert!(order.horizon_done(&order.context_horizon(CTX)));
+        // Work put after it is not covered; another context's is not its.
+        order.enqueue(CTX + 1, 0);
+        assert!(order.horizon_done(&order.context_horizon(CTX)));
+        order.enqueue(CTX, 10);
+        assert!(!order.horizon_done(&order.context_horizon(CTX)));
     }
 
     #[test]

@@ -192,6 +192,12 @@ impl Runtime {
 
     /// Queues, ahead of what comes next, a copy of each mapped range the
     /// host changed.
+    /// Whether no mapped host memory is kept equal to device memory (a
+    /// synchronization answered without the device skips the copies).
+    pub fn maps_nothing(&self) -> bool {
+        !self.any_mapped.load(Ordering::Acquire)
+    }
+
     pub fn mapped_to_device(&self) -> CuResult<()> {
         if !self.any_mapped.load(Ordering::Acquire) {
             return Ok(());

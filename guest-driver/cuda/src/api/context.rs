@@ -173,9 +173,14 @@ entry! {
 fn synchronize(ctx: u64) -> CuResult<()> {
     known(ctx)?;
     let rt = rt()?;
-    let horizon = lock(&rt.order).context_horizon(ctx);
-    rt.call(Request::CuCtxSynchronize(CuCtxSynchronize { ctx }))?;
-    super::readback::reached(rt, &horizon)
+    let (horizon, done) = {
+        let order = lock(&rt.order);
+        let horizon = order.context_horizon(ctx);
+        let done = order.horizon_done(&horizon);
+        (horizon, done)
+    };
+    let request = Request::CuCtxSynchronize(CuCtxSynchronize { ctx });
+    super::readback::synchronize(rt, horizon, done, request)
 }
 
 entry! {

@@ -68,9 +68,12 @@ entry! {
 entry! {
     fn cuEventSynchronize(event: Handle) {
         let rt = rt()?;
-        let horizon = lock(&rt.order).event_horizon(handle(event));
-        rt.call(Request::CuEventSynchronize(CuEventSynchronize { event: handle(event) }))?;
-        super::readback::reached(rt, &horizon)
+        let (horizon, done) = {
+            let order = lock(&rt.order);
+            (order.event_horizon(handle(event)), order.event_done(handle(event)))
+        };
+        let request = Request::CuEventSynchronize(CuEventSynchronize { event: handle(event) });
+        super::readback::synchronize(rt, horizon, done, request)
     }
 }
 

@@ -54,6 +54,24 @@ pub(crate) fn start(
     })
 }
 
+/// A synchronization of what `horizon` covers: answered here where the
+/// caller found all it waits for `known_done` (an earlier synchronization
+/// or query that returned covered it, so it failed nowhere; the driver
+/// answers such a call from its own bookkeeping too), else `request` goes
+/// to the device. Errors of batched calls come back either way.
+pub(crate) fn synchronize(
+    rt: &Runtime,
+    horizon: Horizon,
+    known_done: bool,
+    request: Request,
+) -> CuResult<()> {
+    if known_done && rt.maps_nothing() {
+        return rt.deferred();
+    }
+    rt.call(request)?;
+    reached(rt, &horizon)
+}
+
 /// A synchronization that waited for `horizon` returned: fetches every
 /// copy it covers. The first failure is reported after the others landed.
 pub(crate) fn reached(rt: &Runtime, horizon: &Horizon) -> CuResult<()> {

@@ -54,9 +54,14 @@ entry! {
         let rt = rt()?;
         let ctx = require_context()?;
         let stream = stream_handle(handle(stream));
-        let horizon = lock(&rt.order).stream_horizon(ctx, stream);
-        rt.call(Request::CuStreamSynchronize(CuStreamSynchronize { ctx, stream }))?;
-        super::readback::reached(rt, &horizon)
+        // Idle as a query finds it (the NULL stream with its context's
+        // blocking streams).
+        let (horizon, done) = {
+            let order = lock(&rt.order);
+            (order.stream_horizon(ctx, stream), order.stream_idle(ctx, stream))
+        };
+        let request = Request::CuStreamSynchronize(CuStreamSynchronize { ctx, stream });
+        super::readback::synchronize(rt, horizon, done, request)
     }
 }
 
