@@ -188,6 +188,12 @@ fn set_kernel_arg(
         return Err(CL_INVALID_ARG_SIZE);
     }
     let (kind, handle, value) = classify(&kernel, index, size, value)?;
+    // The same argument again (a loop that sets every argument before each
+    // launch) changes nothing on the backend: not sent.
+    if kernel.holds_arg(index, kind, size as u64, handle, &value) {
+        return Ok(());
+    }
+    let sent = value.clone();
     let set = SetKernelArg {
         kernel: kernel.handle(),
         index,
@@ -206,6 +212,7 @@ fn set_kernel_arg(
         client.call(set.into()).map_err(|s| s.0)?;
     }
     kernel.record_arg(index, kind, size as u64);
+    kernel.remember_sent(index, kind, size as u64, handle, sent);
     Ok(())
 }
 

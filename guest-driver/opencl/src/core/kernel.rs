@@ -52,11 +52,26 @@ pub struct Kernel {
 }
 
 /// Which argument indices have a value, and how many (indices are below
-/// the kernel's argument count, checked before they get here).
+/// the kernel's argument count, checked before they get here), and the
+/// last value sent for each.
 #[derive(Default, Clone)]
 struct ArgsGiven {
     given: Vec<bool>,
     count: u32,
+    /// Per index, the argument the backend last got through
+    /// `clSetKernelArg`: setting it again to the same is not sent.
+    /// Handles are never reused in a process, so the same handle is the
+    /// same object.
+    sent: Vec<Option<SentArg>>,
+}
+
+/// An argument as `clSetKernelArg` sent it.
+#[derive(Clone, PartialEq, Eq)]
+struct SentArg {
+    kind: u32,
+    size: u64,
+    handle: u64,
+    value: Vec<u8>,
 }
 
 impl ArgsGiven {
@@ -69,6 +84,26 @@ impl ArgsGiven {
             self.given[i] = true;
             self.count += 1;
         }
+        // Whatever set it, the index no longer holds what was sent before.
+        if let Some(sent) = self.sent.get_mut(i) {
+            *sent = None;
+        }
+    }
+
+    fn remember(&mut self, index: u32, arg: SentArg) {
+        let i = index as usize;
+        if self.sent.len() <= i {
+            self.sent.resize(i + 1, None);
+        }
+        self.sent[i] = Some(arg);
+    }
+
+    fn holds(&self, index: u32, kind: u32, size: u64, handle: u64, value: &[u8]) -> bool {
+        self.sent.get(index as usize).is_some_and(|sent| {
+            sent.as_ref().is_some_and(|s| {
+                s.kind == kind && s.size == size && s.handle == handle && s.value == value
+            })
+        })
     }
 }
 
@@ -98,6 +133,31 @@ impl Kernel {
         lock(&self.facts.accepted)
             .get(index as usize)
             .is_some_and(|shapes| shapes.contains(&(kind as u32, size)))
+    }
+
+    /// Whether `clSetKernelArg` last sent exactly this argument for
+    /// `index` (so sending it again would change nothing).
+    pub fn holds_arg(
+        &self,
+        index: u32,
+        kind: ArgKind,
+        size: u64,
+        handle: u64,
+        value: &[u8],
+    ) -> bool {
+        lock(&self.set).holds(index, kind as u32, size, handle, value)
+    }
+
+    /// `clSetKernelArg` sent this argument for `index` (after
+    /// [`Self::record_arg`]).
+    pub fn remember_sent(&self, index: u32, kind: ArgKind, size: u64, handle: u64, value: Vec<u8>) {
+        let arg = SentArg {
+            kind: kind as u32,
+            size,
+            handle,
+            value,
+        };
+        lock(&self.set).remember(index, arg);
     }
 
     pub fn record_arg(&self, index: u32, kind: ArgKind, size: u64) {
@@ -196,6 +256,27 @@ impl Drop for Kernel {
 #[cfg(test)]
 mod tests {
     use super::ArgsGiven;
+
+    #[test]
+    fn a_sent_argument_is_held_until_its_index_is_set_otherwise() {
+        let sent = |value: &[u8]| super::SentArg {
+            kind: 1,
+            size: 4,
+            handle: 0,
+            value: value.to_vec(),
+        };
+        let mut given = ArgsGiven::default();
+        assert!(!given.holds(2, 1, 4, 0, &[1, 0, 0, 0]));
+        given.insert(2);
+        given.remember(2, sent(&[1, 0, 0, 0]));
+        assert!(given.holds(2, 1, 4, 0, &[1, 0, 0, 0]));
+        assert!(!given.holds(2, 1, 4, 0, &[2, 0, 0, 0]), "another value");
+        assert!(!given.holds(2, 2, 4, 0, &[1, 0, 0, 0]), "another kind");
+        assert!(!given.holds(1, 1, 4, 0, &[1, 0, 0, 0]), "another index");
+        // Set again another way (an SVM pointer): no longer what was sent.
+        given.insert(2);
+        assert!(!given.holds(2, 1, 4, 0, &[1, 0, 0, 0]));
+    }
 
     #[test]
     fn an_index_given_twice_counts_once_in_any_order() {
