@@ -114,7 +114,8 @@ impl CudaSession {
                 .map(|()| false);
         }
         let pieces = local(pieces);
-        let in_stream_time = m.stream != 0 || (null_in_stream_time && self.pinned.covers(&pieces));
+        let pinned = self.pinned.covers(&pieces);
+        let in_stream_time = m.stream != 0 || (null_in_stream_time && pinned);
         for piece in &pieces {
             let src = piece.ptr as *const c_void;
             // SAFETY: `piece` is live guest memory of `piece.len` bytes for
@@ -130,7 +131,7 @@ impl CudaSession {
             })?;
             at += piece.len as u64;
         }
-        Ok(in_stream_time && self.pinned.covers(&pieces))
+        Ok(in_stream_time && pinned)
     }
 
     pub(super) fn copy_from_device(
