@@ -89,13 +89,6 @@ pub(crate) fn copy_to_host(
         })
     };
     let in_heap = rt.in_heap(dst as usize, n);
-    if !asynchronous && in_heap {
-        if let Some(signals) = super::signal::signals(rt) {
-            if copy_to_host_signalled(rt, signals, ctx, &mut *buf, src, stream)? {
-                return Ok(());
-            }
-        }
-    }
     if asynchronous && stream != 0 && in_heap {
         // Registered with the backend's driver: it copies in place, in the
         // stream's time, and answers at once.
@@ -121,8 +114,14 @@ pub(crate) fn copy_to_host(
         stream,
         |order, _| Ok(order.stream_horizon(ctx, stream)),
     )?;
-    crate::trace::round_trip("CuMemcpyDtoH", || rt.client.call_with_in(buf, request))
-        .map_err(cuda_status)?;
+    let signalled = match super::signal::signals(rt).filter(|_| in_heap && !asynchronous) {
+        Some(signals) => copy_to_host_signalled(rt, signals, ctx, &mut *buf, src, stream)?,
+        None => false,
+    };
+    if !signalled {
+        crate::trace::round_trip("CuMemcpyDtoH", || rt.client.call_with_in(buf, request))
+            .map_err(cuda_status)?;
+    }
     rt.deferred()?;
     super::readback::reached(rt, &horizon)?;
     rt.mapped_to_host()
@@ -156,15 +155,16 @@ fn copy_to_device_signalled(
         })
         .map_err(cuda_status)
     });
-    let Some(reply) = signals.known(reply)? else {
+    if !super::signal::finish(rt, signals, signal, reply, ctx, 0)? {
         return Ok(false);
-    };
-    super::signal::wait(rt, signals, signal, &reply, ctx, 0)?;
+    }
     rt.deferred().map(|()| true)
 }
 
 /// A synchronous copy into page-locked heap memory, watched for its
-/// signal (`signal.rs`); `false` as for `copy_to_device_signalled`.
+/// signal (`signal.rs`); `false` as for `copy_to_device_signalled`. The
+/// caller put it in the stream order and finishes it as any synchronous
+/// copy to the host.
 fn copy_to_host_signalled(
     rt: &Runtime,
     signals: &Signals,
@@ -173,11 +173,6 @@ fn copy_to_host_signalled(
     src: u64,
     stream: u64,
 ) -> CuResult<bool> {
-    let horizon = rt.on_stream(
-        ctx,
-        stream,
-        |order, _| Ok(order.stream_horizon(ctx, stream)),
-    )?;
     let signal = signals.take();
     let reply = crate::trace::round_trip("CuMemcpyDtoHSignalled", || {
         rt.client.call_with_in(buf, |data, start| {
@@ -193,13 +188,7 @@ fn copy_to_host_signalled(
         })
     })
     .map_err(cuda_status);
-    let Some(reply) = signals.known(reply)? else {
-        return Ok(false);
-    };
-    super::signal::wait(rt, signals, signal, &reply, ctx, stream)?;
-    rt.deferred()?;
-    super::readback::reached(rt, &horizon)?;
-    rt.mapped_to_host().map(|()| true)
+    super::signal::finish(rt, signals, signal, reply, ctx, stream)
 }
 
 pub(crate) fn copy_on_device(dst: u64, src: u64, n: usize, stream: u64) -> CuResult<()> {

@@ -77,22 +77,6 @@ impl Signals {
         }
     }
 
-    /// A signalled copy's result: its reply, or `None` where the backend
-    /// did not know the message, so nothing was copied (an older backend
-    /// answers an unknown opcode with `INVALID_OPERATION`, which arrives
-    /// as `CUDA_ERROR_NOT_SUPPORTED`, a code the copy itself never
-    /// returns); signals are not used again then.
-    pub fn known(&self, reply: CuResult<Vec<u8>>) -> CuResult<Option<Vec<u8>>> {
-        match reply {
-            Err(code) if code == to_cuda_result(Status::INVALID_OPERATION) => {
-                log::info!("the backend does not signal copies; they wait for its answer");
-                self.refused.store(true, Ordering::Relaxed);
-                Ok(None)
-            }
-            other => other.map(Some),
-        }
-    }
-
     /// Looks for `signal` until the budget is spent; whether it came.
     fn look(&self, signal: Signal) -> bool {
         let word = &self.words[(signal.offset / 4) as usize];
@@ -117,23 +101,33 @@ pub fn signals(rt: &Runtime) -> Option<&Signals> {
         .filter(|s| !s.refused.load(Ordering::Relaxed))
 }
 
-/// Waits until a signalled copy on `stream` of `ctx` landed, after the
-/// backend's `reply`.
-pub fn wait(
+/// Waits until a signalled copy on `stream` of `ctx` landed, given the
+/// backend's `reply` to it. `false`: the backend did not know the message,
+/// so nothing was copied (an older backend answers an unknown opcode with
+/// `INVALID_OPERATION`, which arrives as `CUDA_ERROR_NOT_SUPPORTED`, a
+/// code the copy itself never returns); signals are not used again then.
+pub fn finish(
     rt: &Runtime,
     signals: &Signals,
     signal: Signal,
-    reply: &[u8],
+    reply: CuResult<Vec<u8>>,
     ctx: u64,
     stream: u64,
-) -> CuResult<()> {
-    let reply = CuSignalledCopyReply::from_bytes(reply).map_err(|_| result::ERROR_UNKNOWN)?;
-    if reply.landed != 0 || signals.look(signal) {
-        return Ok(());
+) -> CuResult<bool> {
+    let reply = match reply {
+        Err(code) if code == to_cuda_result(Status::INVALID_OPERATION) => {
+            log::info!("the backend does not signal copies; they wait for its answer");
+            signals.refused.store(true, Ordering::Relaxed);
+            return Ok(false);
+        }
+        other => other?,
+    };
+    let reply = CuSignalledCopyReply::from_bytes(&reply).map_err(|_| result::ERROR_UNKNOWN)?;
+    if reply.landed == 0 && !signals.look(signal) {
+        rt.call(Request::CuStreamSynchronize(CuStreamSynchronize {
+            ctx,
+            stream,
+        }))?;
     }
-    rt.call(Request::CuStreamSynchronize(CuStreamSynchronize {
-        ctx,
-        stream,
-    }))
-    .map(drop)
+    Ok(true)
 }
