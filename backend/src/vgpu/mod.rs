@@ -543,7 +543,6 @@ impl Drop for Vgpu {
     }
 }
 
-/// Writes the reply into the chain and reports its used length.
 /// Whether a batch opens its session (its first message) and whether it
 /// closes one, in one walk of its messages.
 fn opens_or_closes(request: &[u8]) -> (bool, bool) {
@@ -554,6 +553,7 @@ fn opens_or_closes(request: &[u8]) -> (bool, bool) {
     (opens, closes)
 }
 
+/// Writes the reply into the chain and reports its used length.
 pub(crate) fn complete(chain: ResolvedChain, reply: Vec<u8>, done: Completion) {
     let written = reply.len().min(chain.reply.len() as usize);
     if let Err(status) = chain.reply.write(0, &reply[..written]) {
