@@ -197,6 +197,23 @@ mod tests {
     }
 
     #[test]
+    fn a_signal_word_must_lie_aligned_in_a_block_of_the_session() {
+        let mut pinned = PinnedGuestMemory::default();
+        pinned
+            .register(7, &[segment(0x1000, 0x1000)], |_| true)
+            .expect("recorded");
+        assert_eq!(pinned.word_in_block(7, 0), Some(0x1000));
+        assert_eq!(pinned.word_in_block(7, 0xffc), Some(0x1ffc));
+        // Forged by a guest: past the block, straddling its end, misaligned,
+        // overflowing, or naming a block this session never registered.
+        assert_eq!(pinned.word_in_block(7, 0x1000), None);
+        assert_eq!(pinned.word_in_block(7, 0xffe), None);
+        assert_eq!(pinned.word_in_block(7, 2), None);
+        assert_eq!(pinned.word_in_block(7, u64::MAX), None);
+        assert_eq!(pinned.word_in_block(8, 0), None);
+    }
+
+    #[test]
     fn blocks_in_memory_pinned_already_are_recorded_not_registered() {
         // No driver is loaded here: a registration would fail, so success
         // shows none was attempted.
