@@ -98,6 +98,14 @@ impl MappedRegions {
         (offset < region.len).then(|| region.device + offset as u64)
     }
 
+    /// The device copy of `[addr, addr + len)` where one mapped range
+    /// holds all of it.
+    pub fn device_range(&self, addr: usize, len: usize) -> Option<u64> {
+        let (&host, region) = self.regions.range(..=addr).next_back()?;
+        let end = addr.checked_add(len)?;
+        (end <= host + region.len).then(|| region.device + (addr - host) as u64)
+    }
+
     /// The ranges whose host bytes changed since both sides last agreed
     /// (all of them before their first copy); their shadows take the new
     /// bytes, as the copies about to be made will.
@@ -165,6 +173,19 @@ mod tests {
         assert_eq!(m.device_pointer(0x100f), Some(0x7000_000f));
         assert_eq!(m.device_pointer(0x1010), None);
         assert_eq!(m.device_pointer(0xfff), None);
+    }
+
+    #[test]
+    fn device_range_needs_one_range_to_hold_all_of_it() {
+        let mut m = MappedRegions::default();
+        assert!(m.insert(0x1000, 16, 0x7000_0000, 1, true));
+        assert!(m.insert(0x1010, 16, 0x8000_0000, 1, true));
+        assert_eq!(m.device_range(0x1000, 16), Some(0x7000_0000));
+        assert_eq!(m.device_range(0x1004, 8), Some(0x7000_0004));
+        assert_eq!(m.device_range(0x1008, 16), None, "spans two ranges");
+        assert_eq!(m.device_range(0xff8, 16), None, "starts before");
+        assert_eq!(m.device_range(0x1018, 16), None, "ends past");
+        assert_eq!(m.device_range(usize::MAX - 4, 8), None);
     }
 
     #[test]

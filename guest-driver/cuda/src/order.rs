@@ -312,6 +312,14 @@ impl Order {
         landed
     }
 
+    /// Whether a copy not yet landed writes into `[dst, dst + len)`.
+    pub fn pending_overlaps(&self, dst: usize, len: usize) -> bool {
+        let end = dst.saturating_add(len);
+        self.copies
+            .iter()
+            .any(|c| c.dst < end && dst < c.dst.saturating_add(c.len))
+    }
+
     /// Bytes of copies not yet landed.
     pub fn pending_bytes(&self) -> usize {
         self.copies.iter().map(|c| c.len).sum()
@@ -548,5 +556,20 @@ mod tests {
         let order = Order::default();
         assert!(!order.stream_idle(CTX, 12));
         assert!(order.stream_idle(CTX, 0));
+    }
+
+    #[test]
+    fn pending_copies_overlapping_a_range_are_found() {
+        let mut order = Order::default();
+        let seq = order.enqueue(CTX, 0);
+        order.add_copy(CTX, 0, seq, 5, 0x1000, 0x100);
+        assert!(order.pending_overlaps(0x1000, 1));
+        assert!(order.pending_overlaps(0x10ff, 0x10));
+        assert!(order.pending_overlaps(0xf00, 0x101));
+        assert!(!order.pending_overlaps(0x1100, 0x10));
+        assert!(!order.pending_overlaps(0xf00, 0x100));
+        order.reached(&order.stream_horizon(CTX, 0));
+        assert_eq!(order.take_landed().len(), 1);
+        assert!(!order.pending_overlaps(0x1000, 0x100));
     }
 }

@@ -13,7 +13,7 @@ use std::ffi::{c_uint, c_void};
 use vgpu_protocol::cuda::{CuMemInfoReply, CuRangeReply};
 use vgpu_protocol::messages::{
     CuMemAlloc, CuMemFree, CuMemGetInfo, CuMemcpyDtoD, CuMemcpyDtoH, CuMemcpyDtoHSignalled,
-    CuMemcpyHtoD, CuMemcpyHtoDSignalled, CuMemset,
+    CuMemcpyHtoD, CuMemcpyHtoDSignalled, CuMemset, CuStreamSynchronize,
 };
 use vgpu_protocol::Request;
 
@@ -88,6 +88,14 @@ pub(crate) fn copy_to_host(
             data,
         })
     };
+    let mirror = if rt.maps_nothing() {
+        None
+    } else {
+        lock(&rt.mapped).device_range(dst as usize, n)
+    };
+    if let Some(mirror) = mirror {
+        return copy_to_mapped(rt, ctx, mirror, src, n, stream, asynchronous);
+    }
     let in_heap = rt.in_heap(dst as usize, n);
     if asynchronous && stream != 0 && in_heap {
         // Registered with the backend's driver: it copies in place, in the
@@ -109,11 +117,18 @@ pub(crate) fn copy_to_host(
     }
     // The backend waits for the stream (the NULL stream: a synchronous
     // copy), so the copy covers what the stream had before it.
-    let horizon = rt.on_stream(
-        ctx,
-        stream,
-        |order, _| Ok(order.stream_horizon(ctx, stream)),
-    )?;
+    let (horizon, lands_here) = rt.on_stream(ctx, stream, |order, _| {
+        Ok((
+            order.stream_horizon(ctx, stream),
+            order.pending_overlaps(dst as usize, n),
+        ))
+    })?;
+    if lands_here {
+        // Earlier copies into these bytes land first, so that this copy's
+        // bytes are the ones left, as the stream order has it.
+        let wait = Request::CuStreamSynchronize(CuStreamSynchronize { ctx, stream });
+        super::readback::synchronize(rt, horizon.clone(), false, wait)?;
+    }
     let signalled = match super::signal::signals(rt).filter(|_| in_heap && !asynchronous) {
         Some(signals) => copy_to_host_signalled(rt, signals, ctx, &mut *buf, src, stream)?,
         None => false,
@@ -125,6 +140,38 @@ pub(crate) fn copy_to_host(
     rt.deferred()?;
     super::readback::reached(rt, &horizon)?;
     rt.mapped_to_host()
+}
+
+/// A copy into mapped host memory (`mapped.rs`): it goes to the range's
+/// device copy, in the stream's order, and reaches the host with the
+/// device's other writes after the next call that waits for the device,
+/// the synchronous copy's own wait first. Landed in the host pages
+/// directly, its bytes would be overwritten by the older device copy at
+/// that wait.
+fn copy_to_mapped(
+    rt: &Runtime,
+    ctx: u64,
+    mirror: u64,
+    src: u64,
+    n: usize,
+    stream: u64,
+    asynchronous: bool,
+) -> CuResult<()> {
+    rt.on_stream(ctx, stream, |_, _| {
+        rt.defer(Request::CuMemcpyDtoD(CuMemcpyDtoD {
+            ctx,
+            stream,
+            dst: mirror,
+            src,
+            size: n as u64,
+        }))
+    })?;
+    if asynchronous {
+        return rt.deferred();
+    }
+    let horizon = lock(&rt.order).stream_horizon(ctx, stream);
+    let wait = Request::CuStreamSynchronize(CuStreamSynchronize { ctx, stream });
+    super::readback::synchronize(rt, horizon, false, wait)
 }
 
 /// A synchronous copy from page-locked heap memory, watched for its

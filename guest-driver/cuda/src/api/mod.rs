@@ -16,6 +16,7 @@ pub mod module;
 pub mod pinned;
 pub mod pointer;
 pub mod procaddr;
+pub mod profiler;
 pub mod readback;
 pub mod signal;
 pub mod stream;

@@ -17,7 +17,7 @@ use std::ffi::{c_char, c_int, c_void};
 
 use super::{
     context, device, error, event, export, host_func, launch, library, memory, module, pointer,
-    stream, unsupported,
+    profiler, stream, unsupported,
 };
 use crate::ffi::{c_str, entry, put, put_opt, result, CUresult, CuResult};
 
@@ -106,6 +106,8 @@ pub fn implemented(symbol: &str) -> Option<*mut c_void> {
         "cuCtxDestroy_v2" => context::cuCtxDestroy_v2,
         "cuCtxGetApiVersion" => context::cuCtxGetApiVersion,
         "cuCtxGetLimit" => context::cuCtxGetLimit,
+        "cuProfilerStart" => profiler::cuProfilerStart,
+        "cuProfilerStop" => profiler::cuProfilerStop,
         "cuCtxGetStreamPriorityRange" => context::cuCtxGetStreamPriorityRange,
         "cuKernelGetAttribute" => library::cuKernelGetAttribute,
         "cuKernelGetFunction" => library::cuKernelGetFunction,

@@ -84,7 +84,7 @@ unsupported! {
     cuSignalExternalSemaphoresAsync, cuWaitExternalSemaphoresAsync, cuDestroyExternalSemaphore,
     cuOccupancyMaxPotentialClusterSize,
     cuFuncSetSharedMemConfig, cuFuncSetBlockShape,
-    cuProfilerStart, cuProfilerStop, cuProfilerInitialize,
+    cuProfilerInitialize,
     cuUserObjectCreate, cuCoredumpGetAttribute, cuCoredumpSetAttribute,
     cuGreenCtxCreate, cuDevResourceGenerateDesc, cuDeviceGetDevResource,
     cuLogsRegisterCallback, cuCheckpointProcessLock,
