@@ -29,6 +29,8 @@ int main(int argc, char **argv) {
     CUdevice dev;
     CUmodule mod;
     setup(&dev, NULL, NULL);
+    /* A context limit the restored context must have again. */
+    CHECK(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 48 << 20));
     CHECK(cuModuleLoadData(&mod, read_file(image)));
     CUfunction vec_add, scale, use_globals;
     CHECK(cuModuleGetFunction(&vec_add, mod, "vec_add"));
@@ -104,6 +106,9 @@ int main(int argc, char **argv) {
     CHECK(cuMemFree(g));
     CHECK(cuModuleUnload(mod));
     free(h);
+    size_t heap = 0;
+    CHECK(cuCtxGetLimit(&heap, CU_LIMIT_MALLOC_HEAP_SIZE));
+    printf("malloc heap limit %zu\n", heap);
     printf("ok\n");
     return 0;
 }

@@ -55,4 +55,18 @@ __global__ void bump(unsigned *x, int n) {
     if (i < n) x[i] += 1;
 }
 
+/* limits_coop.c: every block adds its index, then waits for all the
+ * others at a barrier on a counter (sound only when every block is resident,
+ * as a cooperative launch guarantees); block 0 then reads the sum. */
+__global__ void grid_sum(unsigned *counter, unsigned *sum, unsigned *out) {
+    if (threadIdx.x == 0) {
+        atomicAdd(sum, blockIdx.x);
+        __threadfence();
+        atomicAdd(counter, 1u);
+        while (atomicAdd(counter, 0u) < gridDim.x) {
+        }
+        if (blockIdx.x == 0) *out = atomicAdd(sum, 0u);
+    }
+}
+
 }

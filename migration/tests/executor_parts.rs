@@ -195,7 +195,7 @@ fn inconsistent_parts_are_refused() {
         ),
         (
             &|s| {
-                let ExecutorState::Cuda(CudaState::V1(c)) = &mut s.parts[1] else {
+                let ExecutorState::Cuda(CudaState::V2(c)) = &mut s.parts[1] else {
                     unreachable!()
                 };
                 c.allocations[0].size = 0;

@@ -88,6 +88,7 @@ results! {
     ERROR_MAP_FAILED = 205: "mapping of buffer object failed",
     ERROR_UNMAP_FAILED = 206: "unmapping of buffer object failed",
     ERROR_NO_BINARY_FOR_GPU = 209: "no kernel image is available for execution on the device",
+    ERROR_UNSUPPORTED_LIMIT = 215: "limit is not supported on this architecture",
     ERROR_INVALID_PTX = 218: "a PTX JIT compilation failed",
     ERROR_JIT_COMPILER_NOT_FOUND = 221: "PTX JIT compiler library not found",
     ERROR_UNSUPPORTED_PTX_VERSION = 222: "the provided PTX was compiled with an unsupported toolchain",

@@ -239,6 +239,8 @@ requests! {
     CuCtxGetStreamPriorityRange = 0x2016 { ctx: u64 }
     /// `cuCtxGetLimit` (`limit` is a `CUlimit`). Reply: `CuValueReply`.
     CuCtxGetLimit = 0x2017 { ctx: u64, limit: u32 }
+    /// `cuCtxSetLimit` (`limit` is a `CUlimit`). Reply: empty.
+    CuCtxSetLimit = 0x2018 { ctx: u64, limit: u32, value: u64 }
     /// Reply: `CuRangeReply` (the device pointer).
     CuMemAlloc = 0x2020 { ctx: u64, size: u64 }
     CuMemFree = 0x2021 { ptr: u64 }
@@ -273,6 +275,9 @@ requests! {
     CuMemcpyHtoDSignalled = 0x202b { ctx: u64, stream: u64, dst: u64, data: DataRef, signal_block: u64, signal_offset: u64, value: u32 }
     /// `cuMemsetD8/D16/D32`: `count` elements of `elem_size` (1, 2 or 4) bytes.
     CuMemset = 0x2025 { ctx: u64, stream: u64, dst: u64, value: u32, elem_size: u32, count: u64 }
+    /// `cuMemsetD2D8/16/32`: `height` rows of `width` elements of
+    /// `elem_size` (1, 2 or 4) bytes, `pitch` bytes apart.
+    CuMemsetD2D = 0x202c { ctx: u64, stream: u64, dst: u64, pitch: u64, value: u32, elem_size: u32, width: u64, height: u64 }
     /// PTX, cubin or fat binary, kept for snapshots.
     CuModuleLoad = 0x2030 { module: u64, ctx: u64, image: Vec<u8> }
     CuModuleUnload = 0x2031 { module: u64 }
@@ -304,6 +309,9 @@ requests! {
     CuModuleFunctionNames = 0x203d { module: u64 }
     /// `params` is the packed parameter buffer, laid out as the function's reply said.
     CuLaunchKernel = 0x2040 { function: u64, ctx: u64, stream: u64, grid: [u32; 3], block: [u32; 3], shared_mem: u32, params: Vec<u8> }
+    /// `cuLaunchCooperativeKernel`: as `CuLaunchKernel`, every block
+    /// resident at once so that the grid can synchronize.
+    CuLaunchCooperativeKernel = 0x2041 { function: u64, ctx: u64, stream: u64, grid: [u32; 3], block: [u32; 3], shared_mem: u32, params: Vec<u8> }
     CuStreamCreate = 0x2050 { stream: u64, ctx: u64, flags: u32, priority: i32 }
     CuStreamDestroy = 0x2051 { stream: u64 }
     CuStreamSynchronize = 0x2052 { ctx: u64, stream: u64 }

@@ -228,6 +228,11 @@ impl SessionState {
                 Ok(request) => {
                     let call_started = profile::start();
                     let result = self.run(index, &request, chain);
+                    if let Err(status) = &result {
+                        // What the guest asked for that failed, for whoever
+                        // reads debug logs (the guest sees the status).
+                        log::debug!("{} failed: {status}", request.name());
+                    }
                     if let (Some(p), Some(t)) = (self.profile.as_mut(), call_started) {
                         p.note_call(request.name(), t.elapsed());
                     }

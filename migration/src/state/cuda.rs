@@ -217,6 +217,19 @@ record! {
 }
 
 record! {
+    /// A limit the guest set on a context (`cuCtxSetLimit`).
+    #[derive(Copy)]
+    pub struct CudaLimitState {
+        pub context: ObjectId,
+        /// `CUlimit`.
+        pub limit: u32,
+        pub value: u64,
+        /// Device memory the limit was charged against the VM's quota.
+        pub charged: u64,
+    }
+}
+
+record! {
     /// Every CUDA object of one session.
     #[derive(Default)]
     pub struct CudaSessionState {
@@ -229,6 +242,41 @@ record! {
         pub functions: Vec<CudaFunctionState>,
         pub streams: Vec<CudaStreamState>,
         pub events: Vec<CudaEventState>,
+        /// Context limits the guest set (version 2 on).
+        pub limits: Vec<CudaLimitState>,
+    }
+}
+
+record! {
+    /// Version 1 of [`CudaSessionState`]: no context limits.
+    pub struct CudaSessionStateV1 {
+        pub device: CudaDevice,
+        pub primary: Option<CudaPrimaryState>,
+        pub contexts: Vec<CudaContextState>,
+        pub allocations: Vec<CudaAllocationState>,
+        pub modules: Vec<CudaModuleState>,
+        pub globals: Vec<CudaGlobalState>,
+        pub functions: Vec<CudaFunctionState>,
+        pub streams: Vec<CudaStreamState>,
+        pub events: Vec<CudaEventState>,
+    }
+}
+
+impl From<CudaSessionStateV1> for CudaSessionState {
+    /// Contexts of version 1 had the driver's default limits.
+    fn from(v1: CudaSessionStateV1) -> Self {
+        CudaSessionState {
+            device: v1.device,
+            primary: v1.primary,
+            contexts: v1.contexts,
+            allocations: v1.allocations,
+            modules: v1.modules,
+            globals: v1.globals,
+            functions: v1.functions,
+            streams: v1.streams,
+            events: v1.events,
+            limits: Vec::new(),
+        }
     }
 }
 
@@ -432,6 +480,30 @@ mod tests {
             from_bytes::<CudaImageKind>(&7u32.to_le_bytes()),
             Err(DecodeError::BadTag { tag: 7, .. })
         ));
+    }
+
+    #[test]
+    fn a_v1_cuda_part_reads_as_one_without_limits() {
+        use crate::state::CudaState;
+        let mut session = rich_cuda_session();
+        session.limits.clear();
+        let v1 = CudaSessionStateV1 {
+            device: session.device.clone(),
+            primary: session.primary,
+            contexts: session.contexts.clone(),
+            allocations: session.allocations.clone(),
+            modules: session.modules.clone(),
+            globals: session.globals.clone(),
+            functions: session.functions.clone(),
+            streams: session.streams.clone(),
+            events: session.events.clone(),
+        };
+        let mut e = crate::codec::Encoder::new();
+        e.u32(1);
+        v1.encode(&mut e);
+        let read = from_bytes::<CudaState>(&e.into_bytes()).expect("a version 1 part");
+        assert_eq!(read, CudaState::V2(session));
+        assert_eq!(read.version(), 2);
     }
 
     #[test]
@@ -732,6 +804,12 @@ mod tests {
                     recorded: false,
                 },
             ],
+            limits: vec![CudaLimitState {
+                context: 3,
+                limit: 2,
+                value: 64 << 20,
+                charged: 64 << 20,
+            }],
         }
     }
 }

@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-use super::cuda::CudaSessionState;
+use super::cuda::{CudaSessionState, CudaSessionStateV1};
 use super::image::ImageState;
 use super::kernel::KernelState;
 use super::objects::{
@@ -39,7 +39,7 @@ impl fmt::Display for ExecutorKind {
 /// The newest version of `OpenClState` this build writes.
 pub const OPENCL_STATE_VERSION: u32 = 1;
 /// The newest version of `CudaState` this build writes.
-pub const CUDA_STATE_VERSION: u32 = 1;
+pub const CUDA_STATE_VERSION: u32 = 2;
 
 /// One executor's part of a session, as stored.
 // A session holds one or two parts, built and moved once per save.
@@ -79,7 +79,8 @@ record! {
 /// The CUDA executor's objects of one session, as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CudaState {
-    V1(CudaSessionState),
+    /// Version 2; version 1 (no context limits) is upgraded as it is read.
+    V2(CudaSessionState),
 }
 
 /// What a part holds against a VM's quota.
@@ -116,19 +117,19 @@ impl CudaState {
     /// The newest version, upgraded from whichever this one is.
     pub fn latest(self) -> CudaSessionState {
         match self {
-            CudaState::V1(state) => state,
+            CudaState::V2(state) => state,
         }
     }
 
     pub fn newest(&self) -> &CudaSessionState {
         match self {
-            CudaState::V1(state) => state,
+            CudaState::V2(state) => state,
         }
     }
 
     pub fn version(&self) -> u32 {
         match self {
-            CudaState::V1(_) => 1,
+            CudaState::V2(_) => 2,
         }
     }
 }
@@ -189,6 +190,7 @@ fn cuda_usage(c: &CudaSessionState) -> Usage {
             .allocations
             .iter()
             .map(|a| a.size)
+            .chain(c.limits.iter().map(|l| l.charged))
             .fold(0, u64::saturating_add),
         objects: held!(c.contexts, c.modules, c.functions, c.streams, c.events),
     }
@@ -229,7 +231,7 @@ impl From<OpenClStateV1> for ExecutorState {
 
 impl From<CudaSessionState> for ExecutorState {
     fn from(state: CudaSessionState) -> Self {
-        ExecutorState::Cuda(CudaState::V1(state))
+        ExecutorState::Cuda(CudaState::V2(state))
     }
 }
 
@@ -296,13 +298,14 @@ impl Codec for CudaState {
     fn encode(&self, e: &mut Encoder) {
         e.u32(self.version());
         match self {
-            CudaState::V1(s) => s.encode(e),
+            CudaState::V2(s) => s.encode(e),
         }
     }
 
     fn decode(d: &mut Decoder<'_>) -> Result<Self> {
         match d.u32()? {
-            1 => Ok(CudaState::V1(CudaSessionState::decode(d)?)),
+            1 => Ok(CudaState::V2(CudaSessionStateV1::decode(d)?.into())),
+            2 => Ok(CudaState::V2(CudaSessionState::decode(d)?)),
             v => Err(unsupported("CUDA state", v, CUDA_STATE_VERSION)),
         }
     }

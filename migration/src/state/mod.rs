@@ -35,7 +35,8 @@ mod validate;
 pub use cuda::{
     CudaAllocationState, CudaArch, CudaContextState, CudaDevice, CudaEventState,
     CudaFunctionAttribute, CudaFunctionState, CudaGlobalState, CudaImageKind, CudaIncompatible,
-    CudaModuleState, CudaPrimaryState, CudaSessionState, CudaStreamState,
+    CudaLimitState, CudaModuleState, CudaPrimaryState, CudaSessionState, CudaSessionStateV1,
+    CudaStreamState,
 };
 pub use device::DeviceIdentity;
 pub use executor::{

@@ -218,6 +218,15 @@ pub fn context_limit(limit: u32) -> Result<u64, Status> {
     Ok(value as u64)
 }
 
+/// `cuCtxSetLimit` on the current context.
+pub fn set_context_limit(limit: u32, value: usize) -> Result<(), Status> {
+    type F = unsafe extern "C" fn(c_int, usize) -> c_int;
+    let f: F = symbol(b"cuCtxSetLimit\0")?;
+    let limit = c_int::try_from(limit).map_err(|_| Status(result::ERROR_INVALID_VALUE))?;
+    // SAFETY: plain values; the driver checks the limit and the value.
+    code(unsafe { f(limit, value) })
+}
+
 /// `cuCtxGetStreamPriorityRange` of the current context: (least, greatest).
 pub fn stream_priority_range() -> Result<(i32, i32), Status> {
     type F = unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int;

@@ -34,7 +34,8 @@ fn name(bytes: &[u8]) -> Result<CString, Status> {
 }
 
 /// Checks the pointer-sized parameters of a packed buffer: a value inside
-/// the arena must lie in one of the session's ranges. (Values outside the
+/// the arena must lie in one of the session's ranges, or just past one
+/// (an end pointer, which cuSPARSE's and CUB's kernels take). (Values outside the
 /// arena may be plain integers; the arena holds only guests' memory.)
 pub(super) fn check_pointers(
     params: &[(u32, u32)],
@@ -51,7 +52,7 @@ pub(super) fn check_pointers(
             return Err(invalid());
         };
         let value = u64::from_le_bytes(bytes.try_into().map_err(|_| invalid())?);
-        if in_arena(value) && !ranges.covers(value, 0) {
+        if in_arena(value) && !ranges.bounds(value) {
             return Err(invalid());
         }
     }
@@ -375,6 +376,34 @@ impl CudaSession {
     /// run of launches, handed to the session's launch thread
     /// (`launcher.rs`) once checked.
     pub(super) fn launch(&mut self, m: &CuLaunchKernel, call: usize) -> Result<(), Status> {
+        self.launch_as(m, call, false)
+    }
+
+    /// `cuLaunchCooperativeKernel`: checked as any launch, issued on this
+    /// thread (the batch drained the launch thread first).
+    pub(super) fn launch_cooperative(
+        &mut self,
+        m: &CuLaunchCooperativeKernel,
+        call: usize,
+    ) -> Result<(), Status> {
+        let plain = CuLaunchKernel {
+            function: m.function,
+            ctx: m.ctx,
+            stream: m.stream,
+            grid: m.grid,
+            block: m.block,
+            shared_mem: m.shared_mem,
+            params: m.params.clone(),
+        };
+        self.launch_as(&plain, call, true)
+    }
+
+    fn launch_as(
+        &mut self,
+        m: &CuLaunchKernel,
+        call: usize,
+        cooperative: bool,
+    ) -> Result<(), Status> {
         let function = self.function(m.function)?;
         if m.params.len() != function.param_len {
             return Err(invalid());
@@ -386,8 +415,9 @@ impl CudaSession {
             |v| arena.contains(v),
             &self.ranges,
         )?;
-        let to_thread = self.launches.takes_launch(launcher::enabled());
-        let launch = self.prepare(m, call, function)?;
+        let to_thread = !cooperative && self.launches.takes_launch(launcher::enabled());
+        let mut launch = self.prepare(m, call, function)?;
+        launch.cooperative = cooperative;
         if to_thread {
             self.launches.hand_over(launch, "cuda");
             return Ok(());
@@ -424,6 +454,7 @@ impl CudaSession {
             block: m.block,
             shared_mem: m.shared_mem,
             params,
+            cooperative: false,
         })
     }
 }
@@ -442,6 +473,14 @@ mod tests {
         buffer[..8].copy_from_slice(&0x1010u64.to_le_bytes());
         buffer[16..].copy_from_slice(&7u64.to_le_bytes());
         assert!(check_pointers(&layout, &buffer, in_arena, &ranges).is_ok());
+        // One past an allocation's end, as an end iterator is.
+        buffer[16..].copy_from_slice(&0x1100u64.to_le_bytes());
+        assert!(check_pointers(&layout, &buffer, in_arena, &ranges).is_ok());
+        buffer[16..].copy_from_slice(&0x1101u64.to_le_bytes());
+        assert_eq!(
+            check_pointers(&layout, &buffer, in_arena, &ranges),
+            Err(invalid())
+        );
         buffer[16..].copy_from_slice(&0x5000u64.to_le_bytes());
         assert_eq!(
             check_pointers(&layout, &buffer, in_arena, &ranges),

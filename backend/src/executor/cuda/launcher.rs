@@ -36,6 +36,8 @@ pub struct PreparedLaunch {
     pub block: [u32; 3],
     pub shared_mem: u32,
     pub params: Vec<u8>,
+    /// `cuLaunchCooperativeKernel`: all blocks resident at once.
+    pub cooperative: bool,
 }
 
 impl PreparedLaunch {
@@ -43,6 +45,9 @@ impl PreparedLaunch {
     pub fn issue_here(&self) -> Result<(), Status> {
         make_current(self.ctx.raw)?;
         let stream = self.stream.as_ref().map_or(std::ptr::null_mut(), |s| s.raw);
+        if self.cooperative {
+            return issue_cooperative(self, stream);
+        }
         issue(
             &self.function,
             self.grid,
@@ -52,6 +57,38 @@ impl PreparedLaunch {
             &self.params,
         )
     }
+}
+
+/// `cuLaunchCooperativeKernel`, in the launch's context (current). It
+/// takes no packed buffer: each parameter is named by a pointer into it.
+fn issue_cooperative(launch: &PreparedLaunch, stream: sys::CUstream) -> Result<(), Status> {
+    let base = launch.params.as_ptr();
+    let mut pointers: Vec<*mut c_void> = launch
+        .function
+        .params
+        .iter()
+        .map(|&(offset, _)| base.wrapping_add(offset as usize).cast_mut().cast())
+        .collect();
+    let [gx, gy, gz] = launch.grid;
+    let [bx, by, bz] = launch.block;
+    // SAFETY: the function is live (held by the launch) and its context
+    // current; each pointer lies inside `params`, which has the layout's
+    // size (checked by the session) and outlives the call, in which the
+    // driver only reads them; pointer parameters were checked.
+    check(unsafe {
+        sys::cuLaunchCooperativeKernel(
+            launch.function.raw,
+            gx,
+            gy,
+            gz,
+            bx,
+            by,
+            bz,
+            launch.shared_mem,
+            stream,
+            pointers.as_mut_ptr(),
+        )
+    })
 }
 
 /// `cuLaunchKernel` with a packed parameter buffer, in the current context.

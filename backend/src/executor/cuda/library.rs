@@ -141,6 +141,17 @@ impl CudaSession {
         Ok(CuValueReply { value }.to_bytes())
     }
 
+    /// `cuCtxSetLimit`: the memory the driver reserves for the new value
+    /// is charged to the VM's quota first (`CUDA_ERROR_OUT_OF_MEMORY`
+    /// past it), in place of the old value's.
+    pub(super) fn set_limit(&mut self, m: &CuCtxSetLimit) -> Result<(), Status> {
+        self.enter(m.ctx)?;
+        let context = self.contexts.get(m.ctx)?.clone();
+        let bytes = super::limits::reserved_bytes(m.limit, m.value, &self.shared.info.attributes);
+        let charge = self.memory.charge(bytes)?;
+        self.limits.set(&context, m.limit, m.value, bytes, charge)
+    }
+
     pub(super) fn available_dynamic_smem(
         &mut self,
         m: &CuOccupancyAvailableDynamicSMem,

@@ -293,6 +293,15 @@ impl Ranges {
         self.map.remove(&start);
     }
 
+    /// Whether `ptr` points into one range or just past its end, as a
+    /// pointer a kernel is given may (an end iterator: `base + n`).
+    pub fn bounds(&self, ptr: u64) -> bool {
+        match self.map.range(..=ptr).next_back() {
+            Some((&start, &size)) => ptr <= start.saturating_add(size.max(1)),
+            None => false,
+        }
+    }
+
     /// Whether `[ptr, ptr+len)` lies inside one range (`len` 0: `ptr` inside).
     pub fn covers(&self, ptr: u64, len: u64) -> bool {
         match self.map.range(..=ptr).next_back() {

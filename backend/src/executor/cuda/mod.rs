@@ -15,6 +15,7 @@ mod info;
 mod launch;
 mod launcher;
 mod library;
+mod limits;
 mod live;
 mod memory;
 mod objects;

@@ -49,6 +49,8 @@ pub struct CudaSession {
     pub(super) relocations: BTreeMap<u64, (u64, u64)>,
     /// Device memory charged to the VM's quota, per allocation.
     pub(super) memory: MemoryAccount,
+    /// Context limits the guest set, and their charges.
+    pub(super) limits: super::limits::ContextLimits,
     /// Module images arriving in chunks.
     pub(super) uploads: super::library::Uploads,
     /// Quota charges of module images that arrived in chunks, by module.
@@ -88,6 +90,7 @@ impl CudaSession {
             ranges: Ranges::default(),
             relocations: BTreeMap::new(),
             memory: MemoryAccount::default(),
+            limits: Default::default(),
             uploads: Default::default(),
             image_charges: Default::default(),
             readbacks: Default::default(),
@@ -171,8 +174,13 @@ impl CudaSession {
         let context = self.contexts.get(handle)?.clone();
         self.peer_staging
             .retain(|s| !Arc::ptr_eq(&s.context, &context));
-        drop(context);
         self.contexts.release(handle)?;
+        if self.contexts.get(handle).is_err() {
+            // The guest's last reference: its limits go (the address may
+            // name another context later).
+            self.limits.forget(context.raw);
+        }
+        drop(context);
         if self.primary.is_some_and(|(h, _)| h == handle) {
             self.primary = None;
         }
@@ -278,11 +286,14 @@ impl ExecSession for CudaSession {
             Request::CuHostUnregister(m) => done(self.unregister_host(m.block)),
             Request::CuMemcpyDtoD(m) => done(self.copy_on_device(m)),
             Request::CuMemset(m) => done(self.memset(m)),
+            Request::CuMemsetD2D(m) => done(self.memset_2d(m)),
             Request::CuModuleLoad(m) => done(self.load_module(m)),
             Request::CuImageChunk(m) => done(self.image_chunk(m)),
             Request::CuModuleLoadStaged(m) => done(self.load_staged(m)),
             Request::CuCtxGetStreamPriorityRange(m) => self.stream_priority_range(m.ctx),
             Request::CuCtxGetLimit(m) => self.context_limit(m),
+            Request::CuCtxSetLimit(m) => done(self.set_limit(m)),
+            Request::CuLaunchCooperativeKernel(m) => done(self.launch_cooperative(m, call)),
             Request::CuOccupancyAvailableDynamicSMem(m) => self.available_dynamic_smem(m),
             Request::CuOccupancyMaxActiveClusters(m) => self.max_active_clusters(m),
             Request::CuModuleUnload(m) => done(self.unload_module(m.module)),
@@ -358,6 +369,7 @@ impl ExecSession for CudaSession {
     fn set_quota(&mut self, quota: Arc<crate::quota::Quota>) {
         let existing = self.allocations.values().map(|a| (a.addr, a.size));
         self.memory.set_quota(quota.clone(), existing);
+        self.limits.set_quota(&quota);
         self.contexts.set_quota(quota.clone());
         self.modules.set_quota(quota.clone());
         self.functions.set_quota(quota.clone());

@@ -376,6 +376,14 @@ impl CudaSession {
                 guest: *guest,
                 flags: context.flags,
             });
+            for (limit, value, charged) in self.limits.of(context) {
+                cuda.limits.push(m::CudaLimitState {
+                    context: *cid,
+                    limit,
+                    value,
+                    charged,
+                });
+            }
         }
         cuda.primary = self
             .primary
@@ -524,6 +532,17 @@ impl CudaSession {
                 id,
             })
         };
+
+        for l in &cuda.limits {
+            let ctx = context(l.context)?;
+            set_current(ctx.raw).map_err(rebuild_error("CUDA context limit".into(), l.context))?;
+            // Charged as the value needs here, not as the stream says.
+            let charged =
+                super::limits::reserved_bytes(l.limit, l.value, &self.shared.info.attributes);
+            self.limits
+                .set(&ctx, l.limit, l.value, charged, None)
+                .map_err(rebuild_error("CUDA context limit".into(), l.context))?;
+        }
 
         set_current(self.shared.primary)
             .map_err(|s| SnapshotError::device("use the primary context", s))?;

@@ -13,7 +13,7 @@ use cudarc::driver::sys;
 use vgpu_protocol::cuda::{result, CuRangeReply};
 use vgpu_protocol::messages::{
     CuMemAlloc, CuMemcpyCollect, CuMemcpyDtoD, CuMemcpyDtoH, CuMemcpyDtoHStart, CuMemcpyHtoD,
-    CuMemset,
+    CuMemset, CuMemsetD2D,
 };
 use vgpu_protocol::{Status, Wire};
 
@@ -24,6 +24,16 @@ use crate::executor::staged;
 
 /// Whether any piece lies in a loopback peer's memory: such copies go
 /// through the context's page-locked staging (`peer_staging.rs`).
+/// Bytes from the first row's start to the last row's end of `height`
+/// rows of `row` bytes, `pitch` apart (`height` > 0); `None` where rows
+/// overlap or the span overflows.
+fn pitched_span(row: u64, pitch: u64, height: u64) -> Option<u64> {
+    if row > pitch {
+        return None;
+    }
+    pitch.checked_mul(height - 1)?.checked_add(row)
+}
+
 fn has_peer(pieces: &[Piece]) -> bool {
     pieces.iter().any(|p| matches!(p, Piece::Peer(_)))
 }
@@ -298,6 +308,45 @@ impl CudaSession {
         })
     }
 
+    /// `cuMemsetD2D*`: every byte from the first row's start to the last
+    /// row's end must be the session's.
+    pub(super) fn memset_2d(&mut self, m: &CuMemsetD2D) -> Result<(), Status> {
+        let row = m
+            .width
+            .checked_mul(u64::from(m.elem_size))
+            .ok_or_else(invalid)?;
+        if row == 0 || m.height == 0 {
+            return Ok(());
+        }
+        let span = pitched_span(row, m.pitch, m.height).ok_or_else(invalid)?;
+        self.check_range(m.dst, span)?;
+        let stream = self.stream(m.ctx, m.stream)?;
+        self.mark_written(m.dst);
+        let pitch = usize::try_from(m.pitch).map_err(|_| invalid())?;
+        let width = usize::try_from(m.width).map_err(|_| invalid())?;
+        let height = usize::try_from(m.height).map_err(|_| invalid())?;
+        let asynchronous = m.stream != 0;
+        let dst = self.host_ptr(m.dst);
+        // SAFETY: the rows lie in the session's memory (checked above); the
+        // value is truncated to the element size as the API defines.
+        let code = unsafe {
+            match (m.elem_size, asynchronous) {
+                (1, false) => sys::cuMemsetD2D8_v2(dst, pitch, m.value as u8, width, height),
+                (1, true) => {
+                    sys::cuMemsetD2D8Async(dst, pitch, m.value as u8, width, height, stream)
+                }
+                (2, false) => sys::cuMemsetD2D16_v2(dst, pitch, m.value as u16, width, height),
+                (2, true) => {
+                    sys::cuMemsetD2D16Async(dst, pitch, m.value as u16, width, height, stream)
+                }
+                (4, false) => sys::cuMemsetD2D32_v2(dst, pitch, m.value, width, height),
+                (4, true) => sys::cuMemsetD2D32Async(dst, pitch, m.value, width, height, stream),
+                _ => return Err(invalid()),
+            }
+        };
+        check(code)
+    }
+
     pub(super) fn memset(&mut self, m: &CuMemset) -> Result<(), Status> {
         let len = m
             .count
@@ -326,5 +375,19 @@ impl CudaSession {
             }
         };
         check(code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pitched_span;
+
+    #[test]
+    fn a_pitched_span_ends_with_the_last_row() {
+        assert_eq!(pitched_span(100, 512, 1), Some(100));
+        assert_eq!(pitched_span(100, 512, 40), Some(512 * 39 + 100));
+        assert_eq!(pitched_span(512, 512, 2), Some(1024));
+        assert_eq!(pitched_span(513, 512, 2), None, "rows overlap");
+        assert_eq!(pitched_span(1, u64::MAX, 3), None, "overflows");
     }
 }

@@ -306,6 +306,23 @@ entry! {
 }
 
 entry! {
+    /// Sets a limit of the host context (stack size, printf FIFO, heap,
+    /// ...): the backend charges the memory the driver reserves for it to
+    /// the VM's quota and carries it through checkpoints.
+    fn cuCtxSetLimit(limit: c_int, value: usize) {
+        let rt = rt()?;
+        let ctx = require_context()?;
+        let limit = u32::try_from(limit).map_err(|_| result::ERROR_INVALID_VALUE)?;
+        rt.call(Request::CuCtxSetLimit(vgpu_protocol::messages::CuCtxSetLimit {
+            ctx,
+            limit,
+            value: value as u64,
+        }))
+        .map(drop)
+    }
+}
+
+entry! {
     /// The host context's limit (stack size, printf FIFO, heap, ...).
     fn cuCtxGetLimit(value: *mut usize, limit: c_int) {
         let rt = rt()?;

@@ -6,7 +6,8 @@ use std::ffi::{c_int, c_uint, c_void};
 
 use vgpu_protocol::cuda::MAX_PARAM_BUFFER;
 use vgpu_protocol::messages::{
-    CuLaunchKernel, CuOccupancyMaxActiveBlocks, CuOccupancyMaxPotentialBlockSize,
+    CuLaunchCooperativeKernel, CuLaunchKernel, CuOccupancyMaxActiveBlocks,
+    CuOccupancyMaxPotentialBlockSize,
 };
 use vgpu_protocol::Request;
 
@@ -64,6 +65,7 @@ fn launch(
     stream: Handle,
     params: *mut *mut c_void,
     extra: *mut *mut c_void,
+    cooperative: bool,
 ) -> CuResult<()> {
     let rt = rt()?;
     let ctx = require_context()?;
@@ -83,8 +85,8 @@ fn launch(
         return Err(result::ERROR_INVALID_VALUE);
     }
     let stream = stream_handle(handle(stream));
-    rt.on_stream(ctx, stream, |_, _| {
-        rt.defer(Request::CuLaunchKernel(CuLaunchKernel {
+    let request = if cooperative {
+        Request::CuLaunchCooperativeKernel(CuLaunchCooperativeKernel {
             function,
             ctx,
             stream,
@@ -92,8 +94,24 @@ fn launch(
             block,
             shared_mem,
             params,
-        }))
-    })
+        })
+    } else {
+        Request::CuLaunchKernel(CuLaunchKernel {
+            function,
+            ctx,
+            stream,
+            grid,
+            block,
+            shared_mem,
+            params,
+        })
+    };
+    if cooperative {
+        // Answered: the driver refuses a grid too large to be resident at
+        // the launch itself, and cooperative launches are rare.
+        return rt.on_stream(ctx, stream, |_, _| rt.call(request).map(drop));
+    }
+    rt.on_stream(ctx, stream, |_, _| rt.defer(request))
 }
 
 entry! {
@@ -106,7 +124,27 @@ entry! {
         params: *mut *mut c_void,
         extra: *mut *mut c_void,
     ) | cuLaunchKernel_ptsz {
-        launch(f, [gx, gy, gz], [bx, by, bz], shared_mem, stream, params, extra)
+        launch(f, [gx, gy, gz], [bx, by, bz], shared_mem, stream, params, extra, false)
+    }
+}
+
+entry! {
+    /// A launch whose blocks all run at once, so that the grid can
+    /// synchronize (cooperative groups' `grid.sync()`); the driver refuses
+    /// a grid larger than the device holds.
+    fn cuLaunchCooperativeKernel(
+        f: Handle,
+        gx: c_uint, gy: c_uint, gz: c_uint,
+        bx: c_uint, by: c_uint, bz: c_uint,
+        shared_mem: c_uint,
+        stream: Handle,
+        params: *mut *mut c_void,
+    ) | cuLaunchCooperativeKernel_ptsz {
+        if params.is_null() {
+            return Err(result::ERROR_INVALID_VALUE);
+        }
+        let null = std::ptr::null_mut();
+        launch(f, [gx, gy, gz], [bx, by, bz], shared_mem, stream, params, null, true)
     }
 }
 
@@ -172,6 +210,7 @@ entry! {
         extra: *mut *mut c_void,
     ) | cuLaunchKernelEx_ptsz {
         let config = get(config)?;
+        let mut cooperative = false;
         if config.num_attrs > 0 {
             if config.attrs.is_null() || config.num_attrs > 64 {
                 return Err(result::ERROR_INVALID_VALUE);
@@ -179,13 +218,16 @@ entry! {
             for i in 0..config.num_attrs as usize {
                 // SAFETY: the application passes `num_attrs` attributes.
                 let attribute = get(unsafe { config.attrs.add(i) })?;
-                if !plain_launch_keeps(&attribute) {
+                if attribute.id == attr::COOPERATIVE && attribute.value[0] != 0 {
+                    cooperative = true;
+                } else if !plain_launch_keeps(&attribute) {
                     log::debug!("cuLaunchKernelEx: attribute {} not supported", attribute.id);
                     return Err(result::ERROR_NOT_SUPPORTED);
                 }
             }
         }
-        launch(f, config.grid, config.block, config.shared_mem, config.stream, params, extra)
+        let (grid, block) = (config.grid, config.block);
+        launch(f, grid, block, config.shared_mem, config.stream, params, extra, cooperative)
     }
 }
 

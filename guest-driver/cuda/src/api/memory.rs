@@ -13,7 +13,7 @@ use std::ffi::{c_uint, c_void};
 use vgpu_protocol::cuda::{CuMemInfoReply, CuRangeReply};
 use vgpu_protocol::messages::{
     CuMemAlloc, CuMemFree, CuMemGetInfo, CuMemcpyDtoD, CuMemcpyDtoH, CuMemcpyDtoHSignalled,
-    CuMemcpyHtoD, CuMemcpyHtoDSignalled, CuMemset, CuStreamSynchronize,
+    CuMemcpyHtoD, CuMemcpyHtoDSignalled, CuMemset, CuMemsetD2D, CuStreamSynchronize,
 };
 use vgpu_protocol::Request;
 
@@ -267,6 +267,31 @@ fn memset(dst: u64, value: u32, elem_size: u32, count: usize, stream: u64) -> Cu
     })
 }
 
+/// `cuMemsetD2D*`: `height` rows of `width` elements, `pitch` bytes apart.
+fn memset_2d(
+    dst: u64,
+    pitch: usize,
+    value: u32,
+    elem_size: u32,
+    (width, height): (usize, usize),
+    stream: u64,
+) -> CuResult<()> {
+    let rt = rt()?;
+    let ctx = require_context()?;
+    rt.on_stream(ctx, stream, |_, _| {
+        rt.defer(Request::CuMemsetD2D(CuMemsetD2D {
+            ctx,
+            stream,
+            dst,
+            pitch: pitch as u64,
+            value,
+            elem_size,
+            width: width as u64,
+            height: height as u64,
+        }))
+    })
+}
+
 /// `cuMemcpy` on unified addresses: device ranges are the library's own.
 fn copy_any(dst: u64, src: u64, n: usize, stream: u64, asynchronous: bool) -> CuResult<()> {
     let rt = rt()?;
@@ -435,6 +460,66 @@ entry! {
 entry! {
     fn cuMemsetD32Async(dst: CUdeviceptr, value: u32, n: usize, stream: Handle) | cuMemsetD32Async_ptsz {
         memset(dst, value, 4, n, stream_handle(handle(stream)))
+    }
+}
+
+entry! {
+    fn cuMemsetD2D8_v2(dst: CUdeviceptr, pitch: usize, value: u8, width: usize, height: usize) | cuMemsetD2D8_v2_ptds {
+        memset_2d(dst, pitch, value.into(), 1, (width, height), 0)
+    }
+}
+
+entry! {
+    fn cuMemsetD2D8Async(
+        dst: CUdeviceptr,
+        pitch: usize,
+        value: u8,
+        width: usize,
+        height: usize,
+        stream: Handle,
+    ) | cuMemsetD2D8Async_ptsz {
+        let stream = stream_handle(handle(stream));
+        memset_2d(dst, pitch, value.into(), 1, (width, height), stream)
+    }
+}
+
+entry! {
+    fn cuMemsetD2D16_v2(dst: CUdeviceptr, pitch: usize, value: u16, width: usize, height: usize) | cuMemsetD2D16_v2_ptds {
+        memset_2d(dst, pitch, value.into(), 2, (width, height), 0)
+    }
+}
+
+entry! {
+    fn cuMemsetD2D16Async(
+        dst: CUdeviceptr,
+        pitch: usize,
+        value: u16,
+        width: usize,
+        height: usize,
+        stream: Handle,
+    ) | cuMemsetD2D16Async_ptsz {
+        let stream = stream_handle(handle(stream));
+        memset_2d(dst, pitch, value.into(), 2, (width, height), stream)
+    }
+}
+
+entry! {
+    fn cuMemsetD2D32_v2(dst: CUdeviceptr, pitch: usize, value: u32, width: usize, height: usize) | cuMemsetD2D32_v2_ptds {
+        memset_2d(dst, pitch, value, 4, (width, height), 0)
+    }
+}
+
+entry! {
+    fn cuMemsetD2D32Async(
+        dst: CUdeviceptr,
+        pitch: usize,
+        value: u32,
+        width: usize,
+        height: usize,
+        stream: Handle,
+    ) | cuMemsetD2D32Async_ptsz {
+        let stream = stream_handle(handle(stream));
+        memset_2d(dst, pitch, value, 4, (width, height), stream)
     }
 }
 

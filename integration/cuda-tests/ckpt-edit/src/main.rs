@@ -16,7 +16,7 @@ use vgpu_migration::{
 /// The session's CUDA part, if it has one.
 fn cuda_part(parts: &mut [ExecutorState]) -> Option<&mut CudaSessionState> {
     parts.iter_mut().find_map(|p| match p {
-        ExecutorState::Cuda(CudaState::V1(c)) => Some(c),
+        ExecutorState::Cuda(CudaState::V2(c)) => Some(c),
         _ => None,
     })
 }
