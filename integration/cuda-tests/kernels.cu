@@ -1,5 +1,7 @@
 // Kernels of the CUDA driver-API tests: built to PTX, a fat binary and a
 // cubin on the GPU machine, and loaded by the C programs with cuModuleLoad*.
+#include <cstdio>
+
 extern "C" {
 
 __global__ void vec_add(const float *a, const float *b, float *c, int n) {
@@ -66,6 +68,16 @@ __global__ void grid_sum(unsigned *counter, unsigned *sum, unsigned *out) {
         while (atomicAdd(counter, 0u) < gridDim.x) {
         }
         if (blockIdx.x == 0) *out = atomicAdd(sum, 0u);
+    }
+}
+
+/* device_printf.c: thread 0 of block 0 prints `lines` numbered lines. */
+__global__ void say(int tag, int lines) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        for (int i = 0; i < lines; i++) {
+            printf("kernel %d line %05d: the quick brown fox jumps over the lazy dog, "
+                   "padding the line past eighty bytes\n", tag, i);
+        }
     }
 }
 

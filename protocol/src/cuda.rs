@@ -33,6 +33,10 @@ pub const MAX_STAGED_BYTES: u64 = 2 << 30;
 /// Device attributes the reply to `CuDeviceInfo` carries (indices `0..N`).
 pub const DEVICE_ATTRIBUTE_COUNT: u32 = 160;
 
+/// Most bytes of kernel output one reply carries (`CuTakeDeviceOutput`):
+/// a reply this full may have more behind it.
+pub const DEVICE_OUTPUT_CHUNK: usize = 128 << 10;
+
 /// An attribute the device does not answer, in `CuDeviceInfoReply::attributes`.
 /// No `int` attribute value widens to it: `u64::MAX`, the sentinel before,
 /// is -1, which `CU_DEVICE_ATTRIBUTE_NUMA_ID` reads on a GPU without a NUMA

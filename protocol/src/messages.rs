@@ -241,6 +241,11 @@ requests! {
     CuCtxGetLimit = 0x2017 { ctx: u64, limit: u32 }
     /// `cuCtxSetLimit` (`limit` is a `CUlimit`). Reply: empty.
     CuCtxSetLimit = 0x2018 { ctx: u64, limit: u32, value: u64 }
+    /// What kernels printed that the last synchronizing call's reply had
+    /// no room for (`cuCtxSynchronize`, `cuStreamSynchronize`,
+    /// `cuEventSynchronize` and context releases answer with what kernels
+    /// printed as their payload). Reply: the bytes, up to 128 KiB.
+    CuTakeDeviceOutput = 0x2019 { ctx: u64 }
     /// Reply: `CuRangeReply` (the device pointer).
     CuMemAlloc = 0x2020 { ctx: u64, size: u64 }
     CuMemFree = 0x2021 { ptr: u64 }

@@ -18,6 +18,7 @@
 //! - `api/`: one file per area of the driver API.
 
 pub mod api;
+pub mod device_output;
 pub mod ffi;
 pub mod function_answers;
 pub use vgpu_transport::heap;

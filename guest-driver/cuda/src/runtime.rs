@@ -152,16 +152,38 @@ impl Runtime {
     pub fn call(&self, request: Request) -> CuResult<Vec<u8>> {
         self.mapped_to_device()?;
         let waited = waits_for_device(&request);
+        let prints = carries_device_output(&request);
         let name = request.name();
         let started = crate::trace::start();
         let payload = self.client.call(request);
         crate::trace::done(started, crate::trace::Kind::RoundTrip, name);
-        let payload = payload.map_err(to_cuda_result)?;
+        let mut payload = payload.map_err(to_cuda_result)?;
+        if prints && !payload.is_empty() {
+            self.print_device_output(std::mem::take(&mut payload))?;
+        }
         self.deferred()?;
         if waited {
             self.mapped_to_host()?;
         }
         Ok(payload)
+    }
+
+    /// Writes what kernels printed to the program's standard output,
+    /// asking for more while replies come back full (`DEVICE_OUTPUT_CHUNK`).
+    fn print_device_output(&self, mut bytes: Vec<u8>) -> CuResult<()> {
+        loop {
+            crate::device_output::print(&bytes);
+            if bytes.len() < vgpu_protocol::cuda::DEVICE_OUTPUT_CHUNK {
+                return Ok(());
+            }
+            let ctx = current_context();
+            bytes = self
+                .client
+                .call(Request::CuTakeDeviceOutput(
+                    vgpu_protocol::messages::CuTakeDeviceOutput { ctx },
+                ))
+                .map_err(to_cuda_result)?;
+        }
     }
 
     /// A batched call.
@@ -353,6 +375,19 @@ impl Runtime {
 /// Whether a call returns only once the device work it names is done (or,
 /// for queries, answers whether it is): afterwards mapped memory is read
 /// back. Copies to the host do the same in `api/memory.rs`.
+/// Requests whose reply payload is what kernels printed meanwhile.
+fn carries_device_output(request: &Request) -> bool {
+    matches!(
+        request,
+        Request::CuCtxSynchronize(_)
+            | Request::CuStreamSynchronize(_)
+            | Request::CuEventSynchronize(_)
+            | Request::CuCtxDestroy(_)
+            | Request::CuPrimaryCtxRelease(_)
+            | Request::CuPrimaryCtxReset(_)
+    )
+}
+
 fn waits_for_device(request: &Request) -> bool {
     matches!(
         request,

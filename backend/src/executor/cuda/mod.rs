@@ -8,6 +8,7 @@
 //! functions their name and settings, streams and events their flags.
 
 mod account;
+mod device_output;
 mod driver;
 mod guest_pins;
 mod image;

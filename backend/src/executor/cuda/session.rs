@@ -77,6 +77,7 @@ unsafe impl Send for CudaSession {}
 
 impl CudaSession {
     pub fn new(shared: Arc<DeviceShared>) -> CudaSession {
+        super::device_output::begin();
         let invalid_handle = cuda(result::ERROR_INVALID_HANDLE);
         CudaSession {
             shared,
@@ -172,6 +173,14 @@ impl CudaSession {
 
     fn destroy_context(&mut self, handle: u64) -> Result<(), Status> {
         let context = self.contexts.get(handle)?.clone();
+        // Its work ends first, as the driver's destroy waits for it, and
+        // what its kernels printed reaches the driver's output now, for
+        // this call's reply (`device_output.rs`), whatever else still
+        // holds the context.
+        if self.make_current(context.raw).is_ok() {
+            // SAFETY: a live context is current.
+            let _ = unsafe { sys::cuCtxSynchronize() };
+        }
         self.peer_staging
             .retain(|s| !Arc::ptr_eq(&s.context, &context));
         self.contexts.release(handle)?;
@@ -252,6 +261,12 @@ fn done(result: Result<(), Status>) -> Result<Vec<u8>, Status> {
     result.map(|()| Vec::new())
 }
 
+/// A synchronizing call's reply: what kernels printed meanwhile
+/// (`device_output.rs`).
+fn printed(result: Result<(), Status>) -> Result<Vec<u8>, Status> {
+    result.map(|()| super::device_output::take())
+}
+
 impl ExecSession for CudaSession {
     fn execute(&mut self, request: &Request, io: &mut GuestIo) -> Result<Vec<u8>, Status> {
         let call = self.launches.next_call();
@@ -269,11 +284,12 @@ impl ExecSession for CudaSession {
             Request::CuDeviceInfo(_) => Err(cuda(result::ERROR_INVALID_DEVICE)),
             Request::CuMemGetInfo(m) => self.mem_info(m.ctx),
             Request::CuCtxCreate(m) => done(self.create_context(m.ctx, m.device, m.flags)),
-            Request::CuCtxDestroy(m) => done(self.destroy_context(m.ctx)),
+            Request::CuCtxDestroy(m) => printed(self.destroy_context(m.ctx)),
             Request::CuPrimaryCtxRetain(m) => done(self.retain_primary(m.ctx, m.device)),
-            Request::CuPrimaryCtxRelease(m) => done(self.release_primary(m.device, false)),
-            Request::CuPrimaryCtxReset(m) => done(self.release_primary(m.device, true)),
-            Request::CuCtxSynchronize(m) => done(self.synchronize(m.ctx)),
+            Request::CuPrimaryCtxRelease(m) => printed(self.release_primary(m.device, false)),
+            Request::CuPrimaryCtxReset(m) => printed(self.release_primary(m.device, true)),
+            Request::CuCtxSynchronize(m) => printed(self.synchronize(m.ctx)),
+            Request::CuTakeDeviceOutput(_) => Ok(super::device_output::take()),
             Request::CuMemAlloc(m) => self.alloc(m),
             Request::CuMemFree(m) => done(self.free(m.ptr)),
             Request::CuMemcpyHtoD(m) => done(self.copy_to_device(m, io)),
@@ -307,13 +323,13 @@ impl ExecSession for CudaSession {
             Request::CuOccupancyMaxPotentialBlockSize(m) => self.occupancy_block_size(m),
             Request::CuStreamCreate(m) => done(self.create_stream(m)),
             Request::CuStreamDestroy(m) => done(self.streams.release(m.stream)),
-            Request::CuStreamSynchronize(m) => done(self.stream_synchronize(m.ctx, m.stream)),
+            Request::CuStreamSynchronize(m) => printed(self.stream_synchronize(m.ctx, m.stream)),
             Request::CuStreamQuery(m) => done(self.stream_query(m.ctx, m.stream)),
             Request::CuStreamWaitEvent(m) => done(self.stream_wait_event(m)),
             Request::CuEventCreate(m) => done(self.create_event(m)),
             Request::CuEventDestroy(m) => done(self.events.release(m.event)),
             Request::CuEventRecord(m) => done(self.record_event(m)),
-            Request::CuEventSynchronize(m) => done(self.event_synchronize(m.event)),
+            Request::CuEventSynchronize(m) => printed(self.event_synchronize(m.event)),
             Request::CuEventQuery(m) => done(self.event_query(m.event)),
             Request::CuEventElapsedTime(m) => self.elapsed_time(m),
             // Other families never reach this executor (see `serves`).

@@ -95,7 +95,8 @@ entry! {
         }
         forget_context(ctx);
         export::context_gone(ctx);
-        rt.defer(Request::CuCtxDestroy(CuCtxDestroy { ctx }))
+        // Answered: what the context's kernels printed comes back with it.
+        rt.call(Request::CuCtxDestroy(CuCtxDestroy { ctx })).map(drop)
     }
 }
 
@@ -250,7 +251,9 @@ entry! {
             lock(&rt.contexts).remove(&primary.handle);
             forget_context(primary.handle);
             export::context_gone(primary.handle);
-            rt.defer(Request::CuPrimaryCtxRelease(CuPrimaryCtxRelease { device: device as u32 }))?;
+            // Answered: what the context's kernels printed comes back with it.
+            let release = CuPrimaryCtxRelease { device: device as u32 };
+            rt.call(Request::CuPrimaryCtxRelease(release))?;
         }
         Ok(())
     }
@@ -267,7 +270,8 @@ entry! {
             export::context_gone(primary.handle);
             primary.refs = 0;
         }
-        rt.defer(Request::CuPrimaryCtxReset(CuPrimaryCtxReset { device: device as u32 }))
+        let reset = CuPrimaryCtxReset { device: device as u32 };
+        rt.call(Request::CuPrimaryCtxReset(reset)).map(drop)
     }
 }
 

@@ -227,8 +227,21 @@ entry! {
         let name = c_str(name)?;
         let mut all = lock(libraries());
         let ctx = all.libraries.get(&library).ok_or(result::ERROR_INVALID_HANDLE)?.context();
-        let function = function_in(rt, &mut all, library, name, ctx)?;
         let cname = CString::new(name.to_vec()).map_err(|_| result::ERROR_INVALID_VALUE)?;
+        if ctx == 0 {
+            // No context yet (cudart asks before its first launch made
+            // one): a kernel is context-independent, so it is found in the
+            // context current at its first use (`kernel_function`).
+            let known = all
+                .kernels
+                .iter()
+                .find(|(_, k)| k.ctx == 0 && k.library == library && k.name == cname)
+                .map(|(&h, _)| h);
+            let kernel = known.unwrap_or_else(|| rt.new_handle());
+            all.kernels.entry(kernel).or_insert(Kernel { library, name: cname, ctx });
+            return put(pkernel, to_ptr(kernel));
+        }
+        let function = function_in(rt, &mut all, library, name, ctx)?;
         all.kernels.entry(function).or_insert(Kernel { library, name: cname, ctx });
         put(pkernel, to_ptr(function))
     }
@@ -275,8 +288,11 @@ pub(crate) fn kernel_function(kernel: u64) -> CuResult<u64> {
         None => return rt.function(kernel).map(|_| kernel),
     };
     let ctx = current_context();
-    if ctx == 0 || ctx == home {
+    if home != 0 && (ctx == 0 || ctx == home) {
         return Ok(kernel);
+    }
+    if ctx == 0 {
+        return Err(result::ERROR_INVALID_CONTEXT);
     }
     function_in(rt, &mut all, library, &name, ctx)
 }
