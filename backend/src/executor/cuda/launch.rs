@@ -53,6 +53,9 @@ pub(super) fn check_pointers(
         };
         let value = u64::from_le_bytes(bytes.try_into().map_err(|_| invalid())?);
         if in_arena(value) && !ranges.bounds(value) {
+            log::debug!(
+                "launch parameter at offset {offset} ({value:#x}) names no memory of the session"
+            );
             return Err(invalid());
         }
     }
