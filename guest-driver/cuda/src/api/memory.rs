@@ -157,15 +157,7 @@ fn copy_to_mapped(
     stream: u64,
     asynchronous: bool,
 ) -> CuResult<()> {
-    rt.on_stream(ctx, stream, |_, _| {
-        rt.defer(Request::CuMemcpyDtoD(CuMemcpyDtoD {
-            ctx,
-            stream,
-            dst: mirror,
-            src,
-            size: n as u64,
-        }))
-    })?;
+    copy_on_device(mirror, src, n, stream)?;
     if asynchronous {
         return rt.deferred();
     }
