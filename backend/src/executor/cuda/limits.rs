@@ -60,10 +60,6 @@ pub(super) struct ContextLimits {
     set: BTreeMap<(usize, u32), SetLimit>,
 }
 
-// SAFETY: the keys hold a context's address only as a number; charges are
-// plain counters.
-unsafe impl Send for ContextLimits {}
-
 impl ContextLimits {
     /// Sets `limit` to `value` on `context` (current), charging `charge`
     /// (already taken for `charged` bytes) in place of what an earlier
