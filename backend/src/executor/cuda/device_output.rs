@@ -15,9 +15,8 @@ use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::FileExt;
 use std::sync::{Mutex, OnceLock};
 
-/// Most bytes of output one reply carries; the guest asks for the rest
-/// (`CuTakeDeviceOutput`) while replies come back this full.
-use vgpu_protocol::cuda::DEVICE_OUTPUT_CHUNK as REPLY_CHUNK;
+use vgpu_protocol::cuda::DEVICE_OUTPUT_CHUNK;
+
 /// Size past which the file starts over once everything was read.
 const REWIND_AT: u64 = 1 << 20;
 
@@ -70,8 +69,9 @@ pub fn begin() {
     let _ = capture();
 }
 
-/// What the driver printed since the last call, at most [`REPLY_CHUNK`]
-/// bytes (the rest stays for the next).
+/// What the driver printed since the last call, at most
+/// [`DEVICE_OUTPUT_CHUNK`] bytes (the rest stays for the next, which the
+/// guest asks for with `CuTakeDeviceOutput` while replies come back full).
 pub fn take() -> Vec<u8> {
     let Some(capture) = capture() else {
         return Vec::new();
@@ -87,7 +87,7 @@ pub fn take() -> Vec<u8> {
     if end <= capture.read_at {
         return Vec::new();
     }
-    let len = (end - capture.read_at).min(REPLY_CHUNK as u64) as usize;
+    let len = (end - capture.read_at).min(DEVICE_OUTPUT_CHUNK as u64) as usize;
     let mut out = vec![0u8; len];
     match capture.file.read_exact_at(&mut out, capture.read_at) {
         Ok(()) => capture.read_at += len as u64,
