@@ -34,9 +34,10 @@ fn name(bytes: &[u8]) -> Result<CString, Status> {
 }
 
 /// Checks the pointer-sized parameters of a packed buffer: a value inside
-/// the arena must lie in one of the session's ranges, or just past one
-/// (an end pointer, which cuSPARSE's and CUB's kernels take). (Values outside the
-/// arena may be plain integers; the arena holds only guests' memory.)
+/// the arena must lie in one of the session's ranges' own memory, or just
+/// past it (an end pointer, which cuSPARSE's and CUB's kernels take).
+/// (Values outside the arena may be plain integers; the arena holds only
+/// guests' memory.)
 pub(super) fn check_pointers(
     params: &[(u32, u32)],
     buffer: &[u8],
@@ -54,7 +55,9 @@ pub(super) fn check_pointers(
         let value = u64::from_le_bytes(bytes.try_into().map_err(|_| invalid())?);
         if in_arena(value) && !ranges.bounds(value) {
             log::debug!(
-                "launch parameter at offset {offset} ({value:#x}) names no memory of the session"
+                "launch parameter at offset {offset} ({value:#x}) names no memory of the session \
+                 (range below it: {:x?})",
+                ranges.below(value)
             );
             return Err(invalid());
         }

@@ -280,32 +280,50 @@ unsafe impl Sync for Arena {}
 /// against them.
 #[derive(Debug, Default)]
 pub struct Ranges {
-    /// start → length.
-    map: BTreeMap<u64, u64>,
+    /// start → (length, extent): the bytes the guest asked for, and the
+    /// bytes that are the range's own (an allocation's mapped granules).
+    map: BTreeMap<u64, (u64, u64)>,
 }
 
 impl Ranges {
+    /// A range whose own bytes are exactly its `len`.
     pub fn insert(&mut self, start: u64, len: u64) {
-        self.map.insert(start, len);
+        self.insert_mapped(start, len, len);
+    }
+
+    /// A range of `len` bytes whose memory extends to `extent` bytes (an
+    /// allocation rounded up to the granularity: nobody else's memory).
+    pub fn insert_mapped(&mut self, start: u64, len: u64, extent: u64) {
+        self.map.insert(start, (len, extent.max(len)));
     }
 
     pub fn remove(&mut self, start: u64) {
         self.map.remove(&start);
     }
 
-    /// Whether `ptr` points into one range or just past its end, as a
-    /// pointer a kernel is given may (an end iterator: `base + n`).
+    /// Whether `ptr` points into one range's own memory or just past its
+    /// end, as a pointer a kernel is given may: an end iterator (`base +
+    /// n`), or a library's workspace pointer computed past a small
+    /// buffer's size (cuSPARSE's SpMV does) but inside its granule.
     pub fn bounds(&self, ptr: u64) -> bool {
         match self.map.range(..=ptr).next_back() {
-            Some((&start, &size)) => ptr <= start.saturating_add(size.max(1)),
+            Some((&start, &(_, extent))) => ptr <= start.saturating_add(extent.max(1)),
             None => false,
         }
     }
 
-    /// Whether `[ptr, ptr+len)` lies inside one range (`len` 0: `ptr` inside).
+    /// The range at or below `ptr`, as (start, length, extent): what a
+    /// refusal's log line names.
+    pub fn below(&self, ptr: u64) -> Option<(u64, u64, u64)> {
+        let (&start, &(len, extent)) = self.map.range(..=ptr).next_back()?;
+        Some((start, len, extent))
+    }
+
+    /// Whether `[ptr, ptr+len)` lies inside one range (`len` 0: `ptr`
+    /// inside): copies and fills stay within the bytes asked for.
     pub fn covers(&self, ptr: u64, len: u64) -> bool {
         match self.map.range(..=ptr).next_back() {
-            Some((&start, &size)) => {
+            Some((&start, &(size, _))) => {
                 let end = start.saturating_add(size.max(1));
                 ptr < end && ptr.checked_add(len).is_some_and(|e| e <= end)
             }
@@ -358,5 +376,23 @@ mod tests {
         assert!(!ranges.covers(u64::MAX, 1));
         ranges.remove(0x1000);
         assert!(!ranges.covers(0x1000, 1));
+    }
+
+    #[test]
+    fn pointers_may_reach_an_allocations_granule_but_copies_may_not() {
+        let mut ranges = Ranges::default();
+        ranges.insert_mapped(0x20_0000, 0x80, 0x20_0000);
+        ranges.insert(0x80_0000, 0x100);
+        assert!(ranges.bounds(0x20_0c80), "inside the granule");
+        assert!(ranges.bounds(0x40_0000), "its end");
+        assert!(!ranges.bounds(0x40_0001));
+        assert!(
+            !ranges.covers(0x20_0c80, 1),
+            "copies keep to the bytes asked for"
+        );
+        assert!(ranges.bounds(0x80_0100));
+        assert!(!ranges.bounds(0x80_0101));
+        assert_eq!(ranges.below(0x20_0c80), Some((0x20_0000, 0x80, 0x20_0000)));
+        assert_eq!(ranges.below(0x1f_ffff), None);
     }
 }

@@ -550,7 +550,8 @@ impl CudaSession {
             let allocation = Arc::new(self.shared.arena.allocate_at(a.address, a.size).map_err(
                 rebuild_error(format!("CUDA allocation at {:#x}", a.address), a.id),
             )?);
-            self.ranges.insert(a.address, a.size);
+            self.ranges
+                .insert_mapped(a.address, a.size, allocation.mapped);
             self.allocations.insert(a.address, allocation.clone());
             sinks.insert(
                 a.id,

@@ -72,7 +72,8 @@ impl CudaSession {
             ptr: allocation.addr,
             size: allocation.size,
         };
-        self.ranges.insert(allocation.addr, allocation.size);
+        self.ranges
+            .insert_mapped(allocation.addr, allocation.size, allocation.mapped);
         self.allocations
             .insert(allocation.addr, std::sync::Arc::new(allocation));
         Ok(reply.to_bytes())
