@@ -218,9 +218,7 @@ impl Arena {
         // SAFETY: the range was just mapped; `access` is valid for the call.
         let granted = check(unsafe { sys::cuMemSetAccess(addr, size as usize, &access, 1) });
         // Physical memory may have belonged to another session: clear it.
-        // SAFETY: the range is mapped read-write for this device.
-        let cleared =
-            granted.and_then(|()| check(unsafe { sys::cuMemsetD8_v2(addr, 0, size as usize) }));
+        let cleared = granted.and_then(|()| clear(addr, size));
         if let Err(status) = cleared {
             // SAFETY: undo the mapping and the allocation made above.
             unsafe {
@@ -231,6 +229,33 @@ impl Arena {
         }
         Ok(handle)
     }
+}
+
+/// Zeroes `[addr, addr+size)` and waits for it. Not `cuMemsetD8`: that
+/// only queues the fill on the legacy NULL stream, which a program's
+/// non-blocking streams do not wait for, so a copy the program then made
+/// on one could land first and be zeroed after it (`simpleAtomicIntrinsics`
+/// read a lost initial value about one run in ten). A stream of its own
+/// waits for nothing of the program's work.
+fn clear(addr: u64, size: u64) -> Result<(), Status> {
+    let mut stream: sys::CUstream = std::ptr::null_mut();
+    // SAFETY: a context is current (the caller's); `stream` is valid for
+    // writes.
+    check(unsafe {
+        sys::cuStreamCreateWithPriority(
+            &mut stream,
+            sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
+            0,
+        )
+    })?;
+    // SAFETY: the range is mapped read-write for this device; `stream` was
+    // just created in the current context.
+    let filled = check(unsafe { sys::cuMemsetD8Async(addr, 0, size as usize, stream) })
+        // SAFETY: as above.
+        .and_then(|()| check(unsafe { sys::cuStreamSynchronize(stream) }));
+    // SAFETY: the stream is ours, and idle or broken.
+    unsafe { sys::cuStreamDestroy_v2(stream) };
+    filled
 }
 
 impl Drop for Arena {
