@@ -311,7 +311,7 @@ fn alloc_device(rt: &Runtime, ctx: u64, size: usize) -> CuResult<u64> {
         size: size as u64,
     }))?)?;
     lock(&rt.ranges).insert(reply.ptr, reply.size);
-    super::pointer::allocated(reply.ptr);
+    super::pointer::allocated(reply.ptr, ctx);
     Ok(reply.ptr)
 }
 
@@ -581,6 +581,7 @@ entry! {
         map_to_device(rt, host as usize, size, true).inspect_err(|_| {
             if lock(&rt.host_allocations).remove(&(host as usize)).is_some() {
                 lock(&rt.pinned).remove(&(host as usize));
+                super::pointer::host_released(host as usize);
                 if super::pinned::free(rt, host).is_none() {
                     // SAFETY: allocated by `host_alloc` above, freed once.
                     unsafe { libc::free(host) };
@@ -613,6 +614,7 @@ entry! {
             return Err(result::ERROR_INVALID_VALUE);
         }
         lock(&rt.pinned).remove(&(p as usize));
+        super::pointer::host_released(p as usize);
         unmap(rt, p as usize)?;
         if let Some(freed) = super::pinned::free(rt, p) {
             return freed;
@@ -658,6 +660,7 @@ entry! {
             // `cuMemHostAlloc`'s memory was never registered.
             return Err(result::ERROR_HOST_MEMORY_NOT_REGISTERED);
         }
+        super::pointer::host_released(p as usize);
         unmap(rt, p as usize).map(drop)
     }
 }
