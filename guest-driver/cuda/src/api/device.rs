@@ -5,7 +5,7 @@ use std::ffi::{c_char, c_int};
 
 use vgpu_protocol::cuda::ATTRIBUTE_UNSUPPORTED;
 
-use crate::ffi::{entry, put, put_c_string, result, CUdevice, CuResult};
+use crate::ffi::{c_str, entry, put, put_c_string, result, CUdevice, CuResult};
 use crate::runtime::{init, rt, session};
 
 /// `CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY`: the backend reads 0 (it does
@@ -121,6 +121,38 @@ entry! {
     }
 }
 
+/// A PCI address as `cuDeviceGetByPCIBusId` takes it: `domain:bus:device`
+/// or `bus:device`, each part hexadecimal, with an optional `.function`.
+/// `None` when malformed.
+fn parse_pci_bus_id(id: &str) -> Option<(u32, u32, u32)> {
+    let id = id
+        .split_once('.')
+        .map_or(id, |(address, _function)| address);
+    let parts: Vec<u32> = id
+        .split(':')
+        .map(|part| u32::from_str_radix(part, 16).ok())
+        .collect::<Option<_>>()?;
+    match parts[..] {
+        [domain, bus, device] => Some((domain, bus, device)),
+        [bus, device] => Some((0, bus, device)),
+        _ => None,
+    }
+}
+
+entry! {
+    fn cuDeviceGetByPCIBusId(dev: *mut CUdevice, pci_bus_id: *const c_char) {
+        let id = std::str::from_utf8(c_str(pci_bus_id)?).map_err(|_| result::ERROR_INVALID_VALUE)?;
+        let (domain, bus, slot) = parse_pci_bus_id(id).ok_or(result::ERROR_INVALID_VALUE)?;
+        for device in 0..device_count()? {
+            let here = (attribute(device, 50)?, attribute(device, 33)?, attribute(device, 34)?);
+            if here == (domain as c_int, bus as c_int, slot as c_int) {
+                return put(dev, device);
+            }
+        }
+        Err(result::ERROR_INVALID_DEVICE)
+    }
+}
+
 /// `CUdevprop` (deprecated, still used by old samples).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -155,5 +187,20 @@ entry! {
                 texture_align: a(14)?,
             },
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pci_bus_ids_parse_in_the_drivers_forms() {
+        assert_eq!(parse_pci_bus_id("0000:1b:00.0"), Some((0, 0x1b, 0)));
+        assert_eq!(parse_pci_bus_id("FFFF:FF:FF.F"), Some((0xffff, 0xff, 0xff)));
+        assert_eq!(parse_pci_bus_id("1b:00"), Some((0, 0x1b, 0)));
+        assert_eq!(parse_pci_bus_id("fake:id"), None);
+        assert_eq!(parse_pci_bus_id(""), None);
+        assert_eq!(parse_pci_bus_id("1:2:3:4"), None);
     }
 }

@@ -148,6 +148,7 @@ pub fn implemented(symbol: &str) -> Option<*mut c_void> {
         "cuDeviceGetCount" => device::cuDeviceGetCount,
         "cuDeviceGetName" => device::cuDeviceGetName,
         "cuDeviceGetPCIBusId" => device::cuDeviceGetPCIBusId,
+        "cuDeviceGetByPCIBusId" => device::cuDeviceGetByPCIBusId,
         "cuDeviceGetProperties" => device::cuDeviceGetProperties,
         "cuDeviceGetUuid" => device::cuDeviceGetUuid,
         "cuDeviceGetUuid_v2" => device::cuDeviceGetUuid_v2,

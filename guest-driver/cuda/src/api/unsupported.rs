@@ -76,7 +76,7 @@ unsupported! {
     cuCtxGetSharedMemConfig, cuCtxSetSharedMemConfig, cuCtxResetPersistingL2Cache,
     cuCtxGetId, cuCtxRecordEvent, cuCtxWaitEvent, cuCtxSetFlags, cuCtxGetExecAffinity,
     cuDeviceGetExecAffinitySupport, cuDeviceGetLuid, cuDeviceGetTexture1DLinearMaxWidth,
-    cuDeviceGetNvSciSyncAttributes, cuDeviceSetMemPool, cuDeviceGetByPCIBusId,
+    cuDeviceGetNvSciSyncAttributes, cuDeviceSetMemPool,
     cuFlushGPUDirectRDMAWrites, cuImportExternalMemory, cuDestroyExternalMemory,
     cuExternalMemoryGetMappedBuffer, cuImportExternalSemaphore,
     cuSignalExternalSemaphoresAsync, cuWaitExternalSemaphoresAsync, cuDestroyExternalSemaphore,
