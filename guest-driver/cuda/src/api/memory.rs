@@ -302,7 +302,7 @@ fn copy_any(dst: u64, src: u64, n: usize, stream: u64, asynchronous: bool) -> Cu
 }
 
 /// A device allocation of `size` bytes in `ctx`.
-fn alloc_device(rt: &Runtime, ctx: u64, size: usize) -> CuResult<u64> {
+pub(crate) fn alloc_device(rt: &Runtime, ctx: u64, size: usize) -> CuResult<u64> {
     if size == 0 {
         return Err(result::ERROR_INVALID_VALUE);
     }

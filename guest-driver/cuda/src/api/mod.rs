@@ -4,6 +4,7 @@
 //! variants) are aliases of one body.
 
 pub mod context;
+pub mod copy_2d;
 pub mod device;
 pub mod error;
 pub mod event;

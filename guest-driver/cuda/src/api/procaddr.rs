@@ -16,8 +16,8 @@
 use std::ffi::{c_char, c_int, c_void};
 
 use super::{
-    context, device, error, event, export, host_func, launch, library, memory, module, pointer,
-    profiler, stream, unsupported,
+    context, copy_2d, device, error, event, export, host_func, launch, library, memory, module,
+    pointer, profiler, stream, unsupported,
 };
 use crate::ffi::{c_str, entry, put, put_opt, result, CUresult, CuResult};
 
@@ -185,6 +185,12 @@ pub fn implemented(symbol: &str) -> Option<*mut c_void> {
         "cuLaunchKernel" => launch::cuLaunchKernel,
         "cuMemAllocHost_v2" => memory::cuMemAllocHost_v2,
         "cuMemAlloc_v2" => memory::cuMemAlloc_v2,
+        "cuMemAllocPitch_v2" => copy_2d::cuMemAllocPitch_v2,
+        "cuMemcpy2D_v2" => copy_2d::cuMemcpy2D_v2,
+        "cuMemcpy2DAsync_v2" => copy_2d::cuMemcpy2DAsync_v2,
+        "cuMemcpy2DUnaligned_v2" => copy_2d::cuMemcpy2DUnaligned_v2,
+        "cuMemcpyPeer" => copy_2d::cuMemcpyPeer,
+        "cuMemcpyPeerAsync" => copy_2d::cuMemcpyPeerAsync,
         "cuMemFreeHost" => memory::cuMemFreeHost,
         "cuMemFree_v2" => memory::cuMemFree_v2,
         "cuMemGetAddressRange_v2" => memory::cuMemGetAddressRange_v2,

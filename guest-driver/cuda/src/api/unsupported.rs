@@ -46,11 +46,10 @@ pub(crate) use unsupported;
 
 unsupported! {
     fn listed;
-    cuMemAllocManaged, cuMemAllocPitch_v2, cuMemAllocAsync, cuMemAllocAsync_ptsz,
+    cuMemAllocManaged, cuMemAllocAsync, cuMemAllocAsync_ptsz,
     cuMemAllocFromPoolAsync, cuMemFreeAsync, cuMemFreeAsync_ptsz,
     cuMemHostGetFlags,
-    cuMemcpy2D_v2, cuMemcpy2DUnaligned_v2, cuMemcpy2DAsync_v2, cuMemcpy3D_v2,
-    cuMemcpy3DAsync_v2, cuMemcpyPeer, cuMemcpyPeerAsync, cuMemcpyBatchAsync,
+    cuMemcpy3D_v2, cuMemcpy3DAsync_v2, cuMemcpyBatchAsync,
     cuMemPrefetchAsync, cuMemPrefetchAsync_v2, cuMemAdvise, cuMemAdvise_v2,
     cuMemRangeGetAttribute, cuPointerSetAttribute,
     cuMemAddressReserve, cuMemAddressFree, cuMemCreate, cuMemRelease, cuMemMap, cuMemUnmap,
