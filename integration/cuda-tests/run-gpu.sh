@@ -26,14 +26,14 @@ cp "$here"/*.c "$here"/*.h "$here"/kernels.cu .
 nvcc -ptx -arch=sm_90 kernels.cu -o kernels.ptx &&
 nvcc -fatbin -gencode arch=compute_90,code='[sm_90,compute_90]' kernels.cu -o kernels.fatbin &&
 nvcc -cubin -arch=sm_90 kernels.cu -o kernels.cubin || { echo "FAIL: nvcc kernels"; exit 1; }
-for p in vecadd matmul streams async_copies host_funcs overlap globals bench isolation cross_vm launch_order pinned_sync limits_coop memset_2d device_printf fresh_alloc pointer_attrs copy_2d; do
+for p in vecadd matmul streams async_copies host_funcs overlap globals bench isolation cross_vm launch_order pinned_sync limits_coop memset_2d device_printf fresh_alloc pointer_attrs copy_2d mem_pool; do
     nvcc -O2 -o $p $p.c -lcuda || { echo "FAIL: nvcc $p"; exit 1; }
 done
 
 mkdir -p lib
 ln -sf "$bin/libvgpu_cuda.so" lib/libcuda.so.1
 ln -sf "$bin/libvgpu_cuda.so" lib/libcuda.so
-for p in vecadd matmul streams async_copies host_funcs overlap globals bench isolation cross_vm launch_order pinned_sync limits_coop memset_2d device_printf fresh_alloc pointer_attrs copy_2d; do
+for p in vecadd matmul streams async_copies host_funcs overlap globals bench isolation cross_vm launch_order pinned_sync limits_coop memset_2d device_printf fresh_alloc pointer_attrs copy_2d mem_pool; do
     missing=$(comm -23 <(nm -D --undefined-only $p | awk '{print $2}' | grep '^cu' | sort -u) \
                        <(nm -D --defined-only "$bin/libvgpu_cuda.so" | awk '{print $3}' | sort -u))
     [ -n "$missing" ] && echo "$p needs symbols the library lacks: $missing"
@@ -72,6 +72,7 @@ compare memset_2d ./memset_2d
 compare fresh_alloc ./fresh_alloc kernels.ptx
 compare pointer_attrs ./pointer_attrs
 compare copy_2d ./copy_2d
+compare mem_pool ./mem_pool
 ECHO_LINES=12 compare device_printf ./device_printf kernels.ptx
 compare host_funcs ./host_funcs kernels.ptx
 compare overlap ./overlap kernels.ptx /dev/null

@@ -25,5 +25,6 @@ pub use vgpu_transport::heap;
 pub mod image;
 pub mod mapped;
 pub mod order;
+pub mod pools;
 pub mod runtime;
 pub mod trace;

@@ -181,7 +181,8 @@ fn synchronize(ctx: u64) -> CuResult<()> {
         (horizon, done)
     };
     let request = Request::CuCtxSynchronize(CuCtxSynchronize { ctx });
-    super::readback::synchronize(rt, horizon, done, request)
+    super::readback::synchronize(rt, horizon, done, request)?;
+    super::mem_pool::synchronized(ctx, None)
 }
 
 entry! {

@@ -12,11 +12,14 @@ use crate::runtime::{init, rt, session};
 /// not map guest memory), but this library emulates mapped memory
 /// (`crate::mapped`).
 const CAN_MAP_HOST_MEMORY: c_int = 19;
+/// `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED`: the backend reads 0, but
+/// this library keeps pools of its own (`crate::pools`).
+const MEMORY_POOLS_SUPPORTED: c_int = 115;
 
 /// `cuDeviceGetAttribute`'s answer.
 pub(crate) fn attribute(device: CUdevice, attribute: c_int) -> CuResult<c_int> {
     let info = rt()?.device(device)?;
-    if attribute == CAN_MAP_HOST_MEMORY {
+    if attribute == CAN_MAP_HOST_MEMORY || attribute == MEMORY_POOLS_SUPPORTED {
         return Ok(1);
     }
     let index = usize::try_from(attribute).map_err(|_| result::ERROR_INVALID_VALUE)?;

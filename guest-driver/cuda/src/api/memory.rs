@@ -316,7 +316,7 @@ pub(crate) fn alloc_device(rt: &Runtime, ctx: u64, size: usize) -> CuResult<u64>
 }
 
 /// Frees a device allocation this library made.
-fn free_device(rt: &Runtime, ptr: u64) -> CuResult<()> {
+pub(crate) fn free_device(rt: &Runtime, ptr: u64) -> CuResult<()> {
     if lock(&rt.ranges).remove(&ptr).is_none() {
         log::debug!("cuMemFree_v2: {ptr:#x} is no allocation's start");
         return Err(result::ERROR_INVALID_VALUE);
@@ -342,7 +342,9 @@ entry! {
             // success, and cuBLAS fails to start on anything else.
             return Ok(());
         }
-        free_device(rt, dptr)
+        free_device(rt, dptr)?;
+        super::mem_pool::freed(dptr);
+        Ok(())
     }
 }
 

@@ -12,6 +12,7 @@ pub mod export;
 pub mod host_func;
 pub mod launch;
 pub mod library;
+pub mod mem_pool;
 pub mod memory;
 pub mod module;
 pub mod pinned;

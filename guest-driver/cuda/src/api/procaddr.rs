@@ -16,8 +16,8 @@
 use std::ffi::{c_char, c_int, c_void};
 
 use super::{
-    context, copy_2d, device, error, event, export, host_func, launch, library, memory, module,
-    pointer, profiler, stream, unsupported,
+    context, copy_2d, device, error, event, export, host_func, launch, library, mem_pool, memory,
+    module, pointer, profiler, stream, unsupported,
 };
 use crate::ffi::{c_str, entry, put, put_opt, result, CUresult, CuResult};
 
@@ -186,6 +186,22 @@ pub fn implemented(symbol: &str) -> Option<*mut c_void> {
         "cuMemAllocHost_v2" => memory::cuMemAllocHost_v2,
         "cuMemAlloc_v2" => memory::cuMemAlloc_v2,
         "cuMemAllocPitch_v2" => copy_2d::cuMemAllocPitch_v2,
+        "cuMemAllocAsync" => mem_pool::cuMemAllocAsync,
+        "cuMemAllocFromPoolAsync" => mem_pool::cuMemAllocFromPoolAsync,
+        "cuMemFreeAsync" => mem_pool::cuMemFreeAsync,
+        "cuDeviceGetDefaultMemPool" => mem_pool::cuDeviceGetDefaultMemPool,
+        "cuDeviceGetMemPool" => mem_pool::cuDeviceGetMemPool,
+        "cuDeviceSetMemPool" => mem_pool::cuDeviceSetMemPool,
+        "cuMemGetDefaultMemPool" => mem_pool::cuMemGetDefaultMemPool,
+        "cuMemGetMemPool" => mem_pool::cuMemGetMemPool,
+        "cuMemSetMemPool" => mem_pool::cuMemSetMemPool,
+        "cuMemPoolCreate" => mem_pool::cuMemPoolCreate,
+        "cuMemPoolDestroy" => mem_pool::cuMemPoolDestroy,
+        "cuMemPoolTrimTo" => mem_pool::cuMemPoolTrimTo,
+        "cuMemPoolSetAttribute" => mem_pool::cuMemPoolSetAttribute,
+        "cuMemPoolGetAttribute" => mem_pool::cuMemPoolGetAttribute,
+        "cuMemPoolSetAccess" => mem_pool::cuMemPoolSetAccess,
+        "cuMemPoolGetAccess" => mem_pool::cuMemPoolGetAccess,
         "cuMemcpy2D_v2" => copy_2d::cuMemcpy2D_v2,
         "cuMemcpy2DAsync_v2" => copy_2d::cuMemcpy2DAsync_v2,
         "cuMemcpy2DUnaligned_v2" => copy_2d::cuMemcpy2DUnaligned_v2,

@@ -61,7 +61,8 @@ entry! {
             (order.stream_horizon(ctx, stream), order.stream_idle(ctx, stream))
         };
         let request = Request::CuStreamSynchronize(CuStreamSynchronize { ctx, stream });
-        super::readback::synchronize(rt, horizon, done, request)
+        super::readback::synchronize(rt, horizon, done, request)?;
+        super::mem_pool::synchronized(ctx, Some(stream))
     }
 }
 

@@ -46,15 +46,13 @@ pub(crate) use unsupported;
 
 unsupported! {
     fn listed;
-    cuMemAllocManaged, cuMemAllocAsync, cuMemAllocAsync_ptsz,
-    cuMemAllocFromPoolAsync, cuMemFreeAsync, cuMemFreeAsync_ptsz,
+    cuMemAllocManaged,
     cuMemHostGetFlags,
     cuMemcpy3D_v2, cuMemcpy3DAsync_v2, cuMemcpyBatchAsync,
     cuMemPrefetchAsync, cuMemPrefetchAsync_v2, cuMemAdvise, cuMemAdvise_v2,
     cuMemRangeGetAttribute, cuPointerSetAttribute,
     cuMemAddressReserve, cuMemAddressFree, cuMemCreate, cuMemRelease, cuMemMap, cuMemUnmap,
     cuMemSetAccess, cuMemGetAllocationGranularity, cuMemExportToShareableHandle,
-    cuMemPoolCreate, cuMemPoolDestroy, cuDeviceGetDefaultMemPool, cuDeviceGetMemPool,
     cuStreamBeginCapture_v2, cuStreamEndCapture,
     cuStreamGetCtx_v2, cuStreamGetId, cuStreamGetDevice,
     cuStreamAttachMemAsync, cuStreamSetAttribute, cuStreamGetAttribute,
@@ -75,7 +73,7 @@ unsupported! {
     cuCtxGetSharedMemConfig, cuCtxSetSharedMemConfig, cuCtxResetPersistingL2Cache,
     cuCtxGetId, cuCtxRecordEvent, cuCtxWaitEvent, cuCtxSetFlags, cuCtxGetExecAffinity,
     cuDeviceGetExecAffinitySupport, cuDeviceGetLuid, cuDeviceGetTexture1DLinearMaxWidth,
-    cuDeviceGetNvSciSyncAttributes, cuDeviceSetMemPool,
+    cuDeviceGetNvSciSyncAttributes,
     cuFlushGPUDirectRDMAWrites, cuImportExternalMemory, cuDestroyExternalMemory,
     cuExternalMemoryGetMappedBuffer, cuImportExternalSemaphore,
     cuSignalExternalSemaphoresAsync, cuWaitExternalSemaphoresAsync, cuDestroyExternalSemaphore,

@@ -1,0 +1,391 @@
+//! Stream-ordered allocation and memory pools (`cuMemAllocAsync`,
+//! `cuMemFreeAsync`, `cuMemPool*`, the device's default and current pool),
+//! on the library's own pools (`crate::pools`): memory comes from
+//! `cuMemAlloc` once and returns to its pool when freed, so a program that
+//! allocates and frees on a stream makes no round trip after its first
+//! pass. Pools cannot be shared between processes (no export handle
+//! types), and live on the vGPU's one device.
+
+use std::ffi::{c_int, c_void};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use crate::ffi::{entry, get, handle, put, result, CUdevice, CUdeviceptr, CuResult, Handle};
+use crate::pools::{Pool, Pools, BLOCK_ALIGNMENT};
+use crate::runtime::{lock, require_context, rt, stream_handle, Runtime};
+
+use super::memory::{alloc_device, free_device};
+
+/// `CUmemAllocationType` and `CUmemLocationType`.
+const ALLOCATION_PINNED: c_int = 1;
+const LOCATION_DEVICE: c_int = 1;
+/// `CUmemAccess_flags`.
+const ACCESS_READWRITE: c_int = 3;
+
+/// `CUmemLocation`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct MemLocation {
+    pub type_: c_int,
+    pub id: c_int,
+}
+
+/// `CUmemPoolProps` (its reserved tail is not read).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct MemPoolProps {
+    pub alloc_type: c_int,
+    pub handle_types: c_int,
+    pub location: MemLocation,
+    pub win32_security_attributes: *mut c_void,
+    pub max_size: usize,
+    pub usage: u16,
+}
+
+/// `CUmemAccessDesc`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct MemAccessDesc {
+    pub location: MemLocation,
+    pub flags: c_int,
+}
+
+fn pools() -> MutexGuard<'static, Pools> {
+    static POOLS: OnceLock<Mutex<Pools>> = OnceLock::new();
+    lock(POOLS.get_or_init(Mutex::default))
+}
+
+/// The vGPU's device named by `location`.
+fn device_location(location: MemLocation) -> CuResult<()> {
+    if location.type_ != LOCATION_DEVICE {
+        return Err(result::ERROR_NOT_SUPPORTED);
+    }
+    check_device(location.id)
+}
+
+fn check_device(device: CUdevice) -> CuResult<()> {
+    rt()?.device(device).map(drop)
+}
+
+/// The device's default pool, made at its first use.
+fn default_pool(rt: &Runtime, pools: &mut Pools) -> u64 {
+    if let Some(pool) = pools.default {
+        return pool;
+    }
+    let pool = rt.new_handle();
+    pools.pools.insert(pool, Pool::new());
+    pools.default = Some(pool);
+    pool
+}
+
+fn current_pool(rt: &Runtime, pools: &mut Pools) -> u64 {
+    match pools.current {
+        Some(pool) => pool,
+        None => default_pool(rt, pools),
+    }
+}
+
+fn alloc_from(pool: u64, dptr: *mut CUdeviceptr, size: usize, stream: u64) -> CuResult<()> {
+    let rt = rt()?;
+    let ctx = require_context()?;
+    if size == 0 {
+        return Err(result::ERROR_INVALID_VALUE);
+    }
+    let stream = stream_handle(stream);
+    let size = (size as u64)
+        .checked_next_multiple_of(BLOCK_ALIGNMENT)
+        .ok_or(result::ERROR_INVALID_VALUE)?;
+    let reused = pools()
+        .pools
+        .get_mut(&pool)
+        .ok_or(result::ERROR_INVALID_VALUE)?
+        .take(size, ctx, stream);
+    let ptr = match reused {
+        Some(ptr) => ptr,
+        None => {
+            // Made now: earlier than its stream reaches the call, which the
+            // program cannot tell.
+            let ptr = match alloc_device(rt, ctx, size as usize) {
+                // The pools' free blocks go back to the backend, and the
+                // allocation is tried once more (the driver's pool would
+                // carve the request out of them).
+                Err(result::ERROR_OUT_OF_MEMORY) => {
+                    let released: Vec<u64> =
+                        pools().pools.values_mut().flat_map(Pool::drain).collect();
+                    release(rt, released)?;
+                    alloc_device(rt, ctx, size as usize)?
+                }
+                other => other?,
+            };
+            let kept = pools().pools.get_mut(&pool).map(|p| p.grew(ptr, size));
+            if kept.is_none() {
+                // Destroyed meanwhile by another thread.
+                free_device(rt, ptr)?;
+                return Err(result::ERROR_INVALID_VALUE);
+            }
+            ptr
+        }
+    };
+    put(dptr, ptr)
+}
+
+/// Gives the released blocks back to the backend.
+fn release(rt: &Runtime, blocks: Vec<u64>) -> CuResult<()> {
+    blocks.into_iter().try_for_each(|ptr| free_device(rt, ptr))
+}
+
+/// A synchronization of `ctx` (of `stream` only, if given) returned: the
+/// frees before it are done, and pools shrink to their release threshold.
+pub(crate) fn synchronized(ctx: u64, stream: Option<u64>) -> CuResult<()> {
+    let released: Vec<u64> = {
+        let mut pools = pools();
+        pools
+            .pools
+            .values_mut()
+            .flat_map(|pool| {
+                pool.reached(ctx, stream);
+                pool.release_over_threshold()
+            })
+            .collect()
+    };
+    if released.is_empty() {
+        return Ok(());
+    }
+    release(rt()?, released)
+}
+
+/// `cuMemFree` of a pool's block: it leaves the pool.
+pub(crate) fn freed(ptr: u64) {
+    if let Some(pool) = pools().owner(ptr) {
+        pool.forget(ptr);
+    }
+}
+
+entry! {
+    fn cuMemAllocAsync(dptr: *mut CUdeviceptr, size: usize, stream: Handle) | cuMemAllocAsync_ptsz {
+        let rt = rt()?;
+        let pool = current_pool(rt, &mut pools());
+        alloc_from(pool, dptr, size, handle(stream))
+    }
+}
+
+entry! {
+    fn cuMemAllocFromPoolAsync(dptr: *mut CUdeviceptr, size: usize, pool: Handle, stream: Handle) | cuMemAllocFromPoolAsync_ptsz {
+        alloc_from(handle(pool), dptr, size, handle(stream))
+    }
+}
+
+entry! {
+    fn cuMemFreeAsync(dptr: CUdeviceptr, stream: Handle) | cuMemFreeAsync_ptsz {
+        let rt = rt()?;
+        let ctx = require_context()?;
+        let stream = stream_handle(handle(stream));
+        if let Some(pool) = pools().owner(dptr) {
+            pool.give_back(dptr, ctx, stream);
+            return Ok(());
+        }
+        // A `cuMemAlloc` allocation: freed as `cuMemFree` frees it (the
+        // backend waits for the device first).
+        free_device(rt, dptr)
+    }
+}
+
+entry! {
+    fn cuDeviceGetDefaultMemPool(pool: *mut Handle, device: CUdevice) {
+        check_device(device)?;
+        let rt = rt()?;
+        put(pool, default_pool(rt, &mut pools()) as Handle)
+    }
+}
+
+entry! {
+    fn cuDeviceGetMemPool(pool: *mut Handle, device: CUdevice) {
+        check_device(device)?;
+        let rt = rt()?;
+        put(pool, current_pool(rt, &mut pools()) as Handle)
+    }
+}
+
+entry! {
+    fn cuDeviceSetMemPool(device: CUdevice, pool: Handle) {
+        check_device(device)?;
+        let mut pools = pools();
+        if !pools.pools.contains_key(&handle(pool)) {
+            return Err(result::ERROR_INVALID_VALUE);
+        }
+        pools.current = Some(handle(pool));
+        Ok(())
+    }
+}
+
+entry! {
+    /// CUDA 13's form of `cuDeviceGetDefaultMemPool`, by location.
+    fn cuMemGetDefaultMemPool(pool: *mut Handle, location: *const MemLocation, kind: c_int) {
+        device_location(get(location)?)?;
+        if kind != ALLOCATION_PINNED {
+            return Err(result::ERROR_INVALID_VALUE);
+        }
+        let rt = rt()?;
+        put(pool, default_pool(rt, &mut pools()) as Handle)
+    }
+}
+
+entry! {
+    fn cuMemGetMemPool(pool: *mut Handle, location: *const MemLocation, kind: c_int) {
+        device_location(get(location)?)?;
+        if kind != ALLOCATION_PINNED {
+            return Err(result::ERROR_INVALID_VALUE);
+        }
+        let rt = rt()?;
+        put(pool, current_pool(rt, &mut pools()) as Handle)
+    }
+}
+
+entry! {
+    fn cuMemSetMemPool(location: *const MemLocation, kind: c_int, pool: Handle) {
+        device_location(get(location)?)?;
+        if kind != ALLOCATION_PINNED {
+            return Err(result::ERROR_INVALID_VALUE);
+        }
+        let mut pools = pools();
+        if !pools.pools.contains_key(&handle(pool)) {
+            return Err(result::ERROR_INVALID_VALUE);
+        }
+        pools.current = Some(handle(pool));
+        Ok(())
+    }
+}
+
+entry! {
+    fn cuMemPoolCreate(pool: *mut Handle, props: *const MemPoolProps) {
+        let props = get(props)?;
+        if props.alloc_type != ALLOCATION_PINNED {
+            return Err(result::ERROR_INVALID_VALUE);
+        }
+        device_location(props.location)?;
+        if props.handle_types != 0 {
+            // Pools shareable with other processes (IPC) are not offered.
+            return Err(result::ERROR_NOT_SUPPORTED);
+        }
+        let rt = rt()?;
+        let handle = rt.new_handle();
+        pools().pools.insert(handle, Pool::new());
+        put(pool, handle as Handle)
+    }
+}
+
+entry! {
+    fn cuMemPoolDestroy(pool: Handle) {
+        let rt = rt()?;
+        let released = {
+            let mut pools = pools();
+            if pools.default == Some(handle(pool)) {
+                return Err(result::ERROR_INVALID_VALUE);
+            }
+            let mut gone = pools.pools.remove(&handle(pool)).ok_or(result::ERROR_INVALID_VALUE)?;
+            if pools.current == Some(handle(pool)) {
+                pools.current = None;
+            }
+            // Blocks still handed out stay valid until freed (`cuMemFree`).
+            gone.drain()
+        };
+        release(rt, released)
+    }
+}
+
+entry! {
+    fn cuMemPoolTrimTo(pool: Handle, min_bytes_to_keep: usize) {
+        let rt = rt()?;
+        let released = pools()
+            .pools
+            .get_mut(&handle(pool))
+            .ok_or(result::ERROR_INVALID_VALUE)?
+            .release_above(min_bytes_to_keep as u64);
+        release(rt, released)
+    }
+}
+
+/// Whether `attribute` is one of the 32-bit (reuse) attributes.
+fn is_flag(attribute: c_int) -> bool {
+    (crate::pools::REUSE_FOLLOW_EVENT_DEPENDENCIES
+        ..=crate::pools::REUSE_ALLOW_INTERNAL_DEPENDENCIES)
+        .contains(&attribute)
+}
+
+entry! {
+    fn cuMemPoolSetAttribute(pool: Handle, attribute: c_int, value: *mut c_void) {
+        let value = if is_flag(attribute) {
+            get(value.cast::<c_int>())? as u64
+        } else {
+            get(value.cast::<u64>())?
+        };
+        let mut pools = pools();
+        let pool = pools.pools.get_mut(&handle(pool)).ok_or(result::ERROR_INVALID_VALUE)?;
+        if pool.set_attribute(attribute, value) {
+            Ok(())
+        } else {
+            Err(result::ERROR_INVALID_VALUE)
+        }
+    }
+}
+
+entry! {
+    fn cuMemPoolGetAttribute(pool: Handle, attribute: c_int, value: *mut c_void) {
+        let answer = pools()
+            .pools
+            .get(&handle(pool))
+            .ok_or(result::ERROR_INVALID_VALUE)?
+            .attribute(attribute)
+            .ok_or(result::ERROR_INVALID_VALUE)?;
+        if is_flag(attribute) {
+            put(value.cast::<c_int>(), answer as c_int)
+        } else {
+            put(value.cast::<u64>(), answer)
+        }
+    }
+}
+
+entry! {
+    fn cuMemPoolSetAccess(pool: Handle, map: *const MemAccessDesc, count: usize) {
+        if !pools().pools.contains_key(&handle(pool)) {
+            return Err(result::ERROR_INVALID_VALUE);
+        }
+        for i in 0..count {
+            // The caller passes `count` descriptors; `get` refuses NULL.
+            let desc = get(map.wrapping_add(i))?;
+            device_location(desc.location)?;
+            if desc.flags != ACCESS_READWRITE {
+                // The owning device always has read-write access.
+                return Err(result::ERROR_INVALID_DEVICE);
+            }
+        }
+        Ok(())
+    }
+}
+
+entry! {
+    fn cuMemPoolGetAccess(flags: *mut c_int, pool: Handle, location: *const MemLocation) {
+        if !pools().pools.contains_key(&handle(pool)) {
+            return Err(result::ERROR_INVALID_VALUE);
+        }
+        device_location(get(location)?)?;
+        put(flags, ACCESS_READWRITE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_structs_have_the_drivers_layout() {
+        assert_eq!(std::mem::size_of::<MemLocation>(), 8);
+        assert_eq!(std::mem::offset_of!(MemPoolProps, location), 8);
+        assert_eq!(
+            std::mem::offset_of!(MemPoolProps, win32_security_attributes),
+            16
+        );
+        assert_eq!(std::mem::offset_of!(MemPoolProps, max_size), 24);
+        assert_eq!(std::mem::size_of::<MemAccessDesc>(), 12);
+        assert!(is_flag(1) && is_flag(3) && !is_flag(4));
+    }
+}
