@@ -84,6 +84,24 @@ fn current_pool(rt: &Runtime, pools: &mut Pools) -> u64 {
     }
 }
 
+/// A chunk of `size` bytes from the backend; when it is out of memory,
+/// the pools' idle chunks go back first and the allocation is tried once
+/// more (the driver's pools would carve the request out of them).
+fn alloc_chunk(rt: &Runtime, ctx: u64, size: u64) -> CuResult<u64> {
+    match alloc_device(rt, ctx, size as usize) {
+        Err(result::ERROR_OUT_OF_MEMORY) => {
+            let idle: Vec<u64> = pools()
+                .pools
+                .values_mut()
+                .flat_map(|p| p.release_above(0))
+                .collect();
+            release(rt, idle)?;
+            alloc_device(rt, ctx, size as usize)
+        }
+        other => other,
+    }
+}
+
 fn alloc_from(pool: u64, dptr: *mut CUdeviceptr, size: usize, stream: u64) -> CuResult<()> {
     let rt = rt()?;
     let ctx = require_context()?;
@@ -94,43 +112,37 @@ fn alloc_from(pool: u64, dptr: *mut CUdeviceptr, size: usize, stream: u64) -> Cu
     let size = (size as u64)
         .checked_next_multiple_of(BLOCK_ALIGNMENT)
         .ok_or(result::ERROR_INVALID_VALUE)?;
-    let reused = pools()
-        .pools
-        .get_mut(&pool)
+    let taken = pools()
+        .live(pool)
         .ok_or(result::ERROR_INVALID_VALUE)?
         .take(size, ctx, stream);
-    let ptr = match reused {
+    let ptr = match taken {
         Some(ptr) => ptr,
         None => {
             // Made now: earlier than its stream reaches the call, which the
             // program cannot tell.
-            let ptr = match alloc_device(rt, ctx, size as usize) {
-                // The pools' free blocks go back to the backend, and the
-                // allocation is tried once more (the driver's pool would
-                // carve the request out of them).
-                Err(result::ERROR_OUT_OF_MEMORY) => {
-                    let released: Vec<u64> =
-                        pools().pools.values_mut().flat_map(Pool::drain).collect();
-                    release(rt, released)?;
-                    alloc_device(rt, ctx, size as usize)?
-                }
-                other => other?,
-            };
-            let kept = pools().pools.get_mut(&pool).map(|p| p.grew(ptr, size));
-            if kept.is_none() {
+            let chunk = Pool::chunk_for(size).ok_or(result::ERROR_OUT_OF_MEMORY)?;
+            let start = alloc_chunk(rt, ctx, chunk)?;
+            let block = pools().live(pool).map(|p| {
+                p.grew(start, chunk, ctx);
+                p.take(size, ctx, stream)
+            });
+            match block {
+                Some(Some(ptr)) => ptr,
                 // Destroyed meanwhile by another thread.
-                free_device(rt, ptr)?;
-                return Err(result::ERROR_INVALID_VALUE);
+                _ => {
+                    free_device(rt, start)?;
+                    return Err(result::ERROR_INVALID_VALUE);
+                }
             }
-            ptr
         }
     };
     put(dptr, ptr)
 }
 
-/// Gives the released blocks back to the backend.
-fn release(rt: &Runtime, blocks: Vec<u64>) -> CuResult<()> {
-    blocks.into_iter().try_for_each(|ptr| free_device(rt, ptr))
+/// Gives released chunks back to the backend.
+fn release(rt: &Runtime, chunks: Vec<u64>) -> CuResult<()> {
+    chunks.into_iter().try_for_each(|ptr| free_device(rt, ptr))
 }
 
 /// A synchronization of `ctx` (of `stream` only, if given) returned: the
@@ -138,14 +150,16 @@ fn release(rt: &Runtime, blocks: Vec<u64>) -> CuResult<()> {
 pub(crate) fn synchronized(ctx: u64, stream: Option<u64>) -> CuResult<()> {
     let released: Vec<u64> = {
         let mut pools = pools();
-        pools
+        let released = pools
             .pools
             .values_mut()
             .flat_map(|pool| {
                 pool.reached(ctx, stream);
                 pool.release_over_threshold()
             })
-            .collect()
+            .collect();
+        pools.sweep();
+        released
     };
     if released.is_empty() {
         return Ok(());
@@ -153,11 +167,31 @@ pub(crate) fn synchronized(ctx: u64, stream: Option<u64>) -> CuResult<()> {
     release(rt()?, released)
 }
 
-/// `cuMemFree` of a pool's block: it leaves the pool.
-pub(crate) fn freed(ptr: u64) {
-    if let Some(pool) = pools().owner(ptr) {
-        pool.forget(ptr);
-    }
+/// Returns a pool's block freed on `stream`; `false` if no pool handed out
+/// `ptr`. A destroyed pool gives back its chunks as they empty.
+fn give_back(rt: &Runtime, ptr: u64, stream: u64) -> CuResult<bool> {
+    let released = {
+        let mut pools = pools();
+        let Some(pool) = pools.owner(ptr) else {
+            return Ok(false);
+        };
+        pool.give_back(ptr, stream);
+        let released = if pool.destroyed {
+            pool.release_over_threshold()
+        } else {
+            Vec::new()
+        };
+        pools.sweep();
+        released
+    };
+    release(rt, released).map(|()| true)
+}
+
+/// `cuMemFree` of a pool's block: it returns to its pool as freed on the
+/// NULL stream (the backend's allocation is the chunk, not the block).
+/// `false` if no pool handed out `ptr`.
+pub(crate) fn free_block(rt: &Runtime, ptr: u64) -> CuResult<bool> {
+    give_back(rt, ptr, 0)
 }
 
 entry! {
@@ -177,10 +211,9 @@ entry! {
 entry! {
     fn cuMemFreeAsync(dptr: CUdeviceptr, stream: Handle) | cuMemFreeAsync_ptsz {
         let rt = rt()?;
-        let ctx = require_context()?;
+        require_context()?;
         let stream = stream_handle(handle(stream));
-        if let Some(pool) = pools().owner(dptr) {
-            pool.give_back(dptr, ctx, stream);
+        if give_back(rt, dptr, stream)? {
             return Ok(());
         }
         // A `cuMemAlloc` allocation: freed as `cuMemFree` frees it (the
@@ -209,7 +242,7 @@ entry! {
     fn cuDeviceSetMemPool(device: CUdevice, pool: Handle) {
         check_device(device)?;
         let mut pools = pools();
-        if !pools.pools.contains_key(&handle(pool)) {
+        if pools.live(handle(pool)).is_none() {
             return Err(result::ERROR_INVALID_VALUE);
         }
         pools.current = Some(handle(pool));
@@ -247,7 +280,7 @@ entry! {
             return Err(result::ERROR_INVALID_VALUE);
         }
         let mut pools = pools();
-        if !pools.pools.contains_key(&handle(pool)) {
+        if pools.live(handle(pool)).is_none() {
             return Err(result::ERROR_INVALID_VALUE);
         }
         pools.current = Some(handle(pool));
@@ -281,12 +314,16 @@ entry! {
             if pools.default == Some(handle(pool)) {
                 return Err(result::ERROR_INVALID_VALUE);
             }
-            let mut gone = pools.pools.remove(&handle(pool)).ok_or(result::ERROR_INVALID_VALUE)?;
+            let gone = pools.live(handle(pool)).ok_or(result::ERROR_INVALID_VALUE)?;
+            // Blocks still handed out stay valid until freed: their chunks
+            // go as they empty.
+            gone.destroyed = true;
+            let released = gone.release_over_threshold();
             if pools.current == Some(handle(pool)) {
                 pools.current = None;
             }
-            // Blocks still handed out stay valid until freed (`cuMemFree`).
-            gone.drain()
+            pools.sweep();
+            released
         };
         release(rt, released)
     }
@@ -296,8 +333,7 @@ entry! {
     fn cuMemPoolTrimTo(pool: Handle, min_bytes_to_keep: usize) {
         let rt = rt()?;
         let released = pools()
-            .pools
-            .get_mut(&handle(pool))
+            .live(handle(pool))
             .ok_or(result::ERROR_INVALID_VALUE)?
             .release_above(min_bytes_to_keep as u64);
         release(rt, released)
@@ -319,7 +355,7 @@ entry! {
             get(value.cast::<u64>())?
         };
         let mut pools = pools();
-        let pool = pools.pools.get_mut(&handle(pool)).ok_or(result::ERROR_INVALID_VALUE)?;
+        let pool = pools.live(handle(pool)).ok_or(result::ERROR_INVALID_VALUE)?;
         if pool.set_attribute(attribute, value) {
             Ok(())
         } else {
@@ -331,8 +367,7 @@ entry! {
 entry! {
     fn cuMemPoolGetAttribute(pool: Handle, attribute: c_int, value: *mut c_void) {
         let answer = pools()
-            .pools
-            .get(&handle(pool))
+            .live(handle(pool))
             .ok_or(result::ERROR_INVALID_VALUE)?
             .attribute(attribute)
             .ok_or(result::ERROR_INVALID_VALUE)?;
@@ -346,7 +381,7 @@ entry! {
 
 entry! {
     fn cuMemPoolSetAccess(pool: Handle, map: *const MemAccessDesc, count: usize) {
-        if !pools().pools.contains_key(&handle(pool)) {
+        if pools().live(handle(pool)).is_none() {
             return Err(result::ERROR_INVALID_VALUE);
         }
         for i in 0..count {
@@ -364,7 +399,7 @@ entry! {
 
 entry! {
     fn cuMemPoolGetAccess(flags: *mut c_int, pool: Handle, location: *const MemLocation) {
-        if !pools().pools.contains_key(&handle(pool)) {
+        if pools().live(handle(pool)).is_none() {
             return Err(result::ERROR_INVALID_VALUE);
         }
         device_location(get(location)?)?;

@@ -342,9 +342,10 @@ entry! {
             // success, and cuBLAS fails to start on anything else.
             return Ok(());
         }
-        free_device(rt, dptr)?;
-        super::mem_pool::freed(dptr);
-        Ok(())
+        if super::mem_pool::free_block(rt, dptr)? {
+            return Ok(());
+        }
+        free_device(rt, dptr)
     }
 }
 
