@@ -134,6 +134,11 @@ impl Pool {
         self.reserved_high = self.reserved_high.max(self.reserved);
     }
 
+    /// Whether a chunk of this pool starts at `ptr`.
+    pub fn has_chunk(&self, ptr: u64) -> bool {
+        self.chunks.contains_key(&ptr)
+    }
+
     /// Whether the block at `ptr` is handed out by this pool.
     pub fn owns(&self, ptr: u64) -> bool {
         self.in_use.contains_key(&ptr)
@@ -309,6 +314,12 @@ impl Pools {
         self.pools.values_mut().find(|p| p.owns(ptr))
     }
 
+    /// Whether some pool's chunk starts at `ptr`: such an allocation is
+    /// the pool's, never the program's to free.
+    pub fn chunk_at(&self, ptr: u64) -> bool {
+        self.pools.values().any(|p| p.has_chunk(ptr))
+    }
+
     /// A pool the program may name (not destroyed).
     pub fn live(&mut self, handle: u64) -> Option<&mut Pool> {
         self.pools.get_mut(&handle).filter(|p| !p.destroyed)
@@ -382,6 +393,7 @@ mod tests {
         pool.grew(C + 0x100_0000, 2 * CHUNK, 1);
         let held = pool.take(1024, 1, 0).unwrap();
         assert_eq!(held, C);
+        assert!(pool.has_chunk(C) && !pool.has_chunk(C + 1024));
         assert_eq!(pool.release_above(0), vec![C + 0x100_0000]);
         assert_eq!(pool.attribute(RESERVED_MEM_CURRENT), Some(CHUNK));
         assert!(pool.give_back(held, 3));

@@ -173,6 +173,12 @@ fn give_back(rt: &Runtime, ptr: u64, stream: u64) -> CuResult<bool> {
     let released = {
         let mut pools = pools();
         let Some(pool) = pools.owner(ptr) else {
+            // A block freed twice, where its chunk starts: the chunk holds
+            // other blocks, which a free would take with it.
+            if pools.chunk_at(ptr) {
+                log::debug!("free of {ptr:#x}: a pool's chunk, no block handed out");
+                return Err(result::ERROR_INVALID_VALUE);
+            }
             return Ok(false);
         };
         pool.give_back(ptr, stream);
