@@ -1,9 +1,9 @@
 //! Stream-ordered allocation and memory pools (`cuMemAllocAsync`,
 //! `cuMemFreeAsync`, `cuMemPool*`, the device's default and current pool),
 //! on the library's own pools (`crate::pools`): memory comes from
-//! `cuMemAlloc` once and returns to its pool when freed, so a program that
-//! allocates and frees on a stream makes no round trip after its first
-//! pass. Pools cannot be shared between processes (no export handle
+//! `cuMemAlloc` in chunks, blocks are carved out of them and return to
+//! their pool when freed, so a program that allocates and frees on a
+//! stream makes no round trip once its pool holds enough. Pools cannot be shared between processes (no export handle
 //! types), and live on the vGPU's one device.
 
 use std::ffi::{c_int, c_void};
