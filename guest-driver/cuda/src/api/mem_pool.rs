@@ -66,6 +66,26 @@ fn check_device(device: CUdevice) -> CuResult<()> {
     rt()?.device(device).map(drop)
 }
 
+/// CUDA 13's pool calls name a device by location and an allocation type:
+/// the vGPU's device, page-locked device memory.
+fn device_pool_kind(location: *const MemLocation, kind: c_int) -> CuResult<()> {
+    device_location(get(location)?)?;
+    if kind != ALLOCATION_PINNED {
+        return Err(result::ERROR_INVALID_VALUE);
+    }
+    Ok(())
+}
+
+/// Makes `pool` the device's current pool, if the program may name it.
+fn set_current(pool: u64) -> CuResult<()> {
+    let mut pools = pools();
+    if pools.live(pool).is_none() {
+        return Err(result::ERROR_INVALID_VALUE);
+    }
+    pools.current = Some(pool);
+    Ok(())
+}
+
 /// The device's default pool, made at its first use.
 fn default_pool(rt: &Runtime, pools: &mut Pools) -> u64 {
     if let Some(pool) = pools.default {
@@ -247,22 +267,14 @@ entry! {
 entry! {
     fn cuDeviceSetMemPool(device: CUdevice, pool: Handle) {
         check_device(device)?;
-        let mut pools = pools();
-        if pools.live(handle(pool)).is_none() {
-            return Err(result::ERROR_INVALID_VALUE);
-        }
-        pools.current = Some(handle(pool));
-        Ok(())
+        set_current(handle(pool))
     }
 }
 
 entry! {
     /// CUDA 13's form of `cuDeviceGetDefaultMemPool`, by location.
     fn cuMemGetDefaultMemPool(pool: *mut Handle, location: *const MemLocation, kind: c_int) {
-        device_location(get(location)?)?;
-        if kind != ALLOCATION_PINNED {
-            return Err(result::ERROR_INVALID_VALUE);
-        }
+        device_pool_kind(location, kind)?;
         let rt = rt()?;
         put(pool, default_pool(rt, &mut pools()) as Handle)
     }
@@ -270,10 +282,7 @@ entry! {
 
 entry! {
     fn cuMemGetMemPool(pool: *mut Handle, location: *const MemLocation, kind: c_int) {
-        device_location(get(location)?)?;
-        if kind != ALLOCATION_PINNED {
-            return Err(result::ERROR_INVALID_VALUE);
-        }
+        device_pool_kind(location, kind)?;
         let rt = rt()?;
         put(pool, current_pool(rt, &mut pools()) as Handle)
     }
@@ -281,16 +290,8 @@ entry! {
 
 entry! {
     fn cuMemSetMemPool(location: *const MemLocation, kind: c_int, pool: Handle) {
-        device_location(get(location)?)?;
-        if kind != ALLOCATION_PINNED {
-            return Err(result::ERROR_INVALID_VALUE);
-        }
-        let mut pools = pools();
-        if pools.live(handle(pool)).is_none() {
-            return Err(result::ERROR_INVALID_VALUE);
-        }
-        pools.current = Some(handle(pool));
-        Ok(())
+        device_pool_kind(location, kind)?;
+        set_current(handle(pool))
     }
 }
 
