@@ -15,6 +15,10 @@ const CAN_MAP_HOST_MEMORY: c_int = 19;
 /// `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED`: the backend reads 0, but
 /// this library keeps pools of its own (`crate::pools`).
 const MEMORY_POOLS_SUPPORTED: c_int = 115;
+/// `CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID`, `_PCI_BUS_ID`, `_PCI_DEVICE_ID`.
+const PCI_DOMAIN_ID: c_int = 50;
+const PCI_BUS_ID: c_int = 33;
+const PCI_DEVICE_ID: c_int = 34;
 
 /// `cuDeviceGetAttribute`'s answer.
 pub(crate) fn attribute(device: CUdevice, attribute: c_int) -> CuResult<c_int> {
@@ -112,14 +116,19 @@ entry! {
     }
 }
 
+/// The device's PCI domain, bus and device numbers (its attributes).
+pub(crate) fn pci_address(device: CUdevice) -> CuResult<(c_int, c_int, c_int)> {
+    Ok((
+        attribute(device, PCI_DOMAIN_ID)?,
+        attribute(device, PCI_BUS_ID)?,
+        attribute(device, PCI_DEVICE_ID)?,
+    ))
+}
+
 entry! {
     fn cuDeviceGetPCIBusId(bus_id: *mut c_char, len: c_int, device: CUdevice) {
-        let id = format!(
-            "{:04x}:{:02x}:{:02x}.0",
-            attribute(device, 50)?,
-            attribute(device, 33)?,
-            attribute(device, 34)?
-        );
+        let (domain, bus, slot) = pci_address(device)?;
+        let id = format!("{domain:04x}:{bus:02x}:{slot:02x}.0");
         put_c_string(bus_id, len, id.as_bytes())
     }
 }
@@ -147,8 +156,7 @@ entry! {
         let id = std::str::from_utf8(c_str(pci_bus_id)?).map_err(|_| result::ERROR_INVALID_VALUE)?;
         let (domain, bus, slot) = parse_pci_bus_id(id).ok_or(result::ERROR_INVALID_VALUE)?;
         for device in 0..device_count()? {
-            let here = (attribute(device, 50)?, attribute(device, 33)?, attribute(device, 34)?);
-            if here == (domain as c_int, bus as c_int, slot as c_int) {
+            if pci_address(device)? == (domain as c_int, bus as c_int, slot as c_int) {
                 return put(dev, device);
             }
         }

@@ -186,11 +186,12 @@ pub fn check_answer(input: &CheckInput, devices: &[DeviceId]) -> [u64; 2] {
 fn devices() -> CuResult<Vec<DeviceId>> {
     (0..device::device_count()?)
         .map(|d: CUdevice| {
+            let (pci_domain, pci_bus, pci_device) = device::pci_address(d)?;
             Ok(DeviceId {
                 uuid: device::uuid(d)?,
-                pci_domain: device::attribute(d, 50)?,
-                pci_bus: device::attribute(d, 33)?,
-                pci_device: device::attribute(d, 34)?,
+                pci_domain,
+                pci_bus,
+                pci_device,
             })
         })
         .collect()
