@@ -135,8 +135,8 @@ fn copy_2d(p: &CudaMemcpy2D, stream: u64, asynchronous: bool) -> CuResult<()> {
         (p.dst_x_in_bytes, p.dst_y, p.dst_pitch),
     )?;
     let (src_pitch, dst_pitch) = (p.src_pitch, p.dst_pitch);
-    span(src_pitch, width, height)?;
-    span(dst_pitch, width, height)?;
+    let src_span = span(src_pitch, width, height)?;
+    let dst_span = span(dst_pitch, width, height)?;
     let contiguous = height == 1 || (src_pitch == width && dst_pitch == width);
     let total = width * height;
     let row = |r: usize, pitch: usize| r * pitch;
@@ -176,8 +176,6 @@ fn copy_2d(p: &CudaMemcpy2D, stream: u64, asynchronous: bool) -> CuResult<()> {
             if contiguous {
                 return copy_to_host(d as *mut c_void, s, total, stream, asynchronous);
             }
-            let src_span = span(src_pitch, width, height)?;
-            let dst_span = span(dst_pitch, width, height)?;
             if src_span <= total.saturating_mul(SPAN_FACTOR).saturating_add(SPAN_SLACK)
                 && plain_host(rt, d, dst_span)
             {
